@@ -1,0 +1,36 @@
+# Holmes: the two commands of the README, and a few helpers.
+#   make demo   set up, build, and run the main job (4 local ranks, collectives table)
+#   make test   set up, build, and run the whole test suite
+BUILD      ?= build
+BUILD_TYPE ?= RelWithDebInfo
+CTEST_JOBS ?= 2
+
+.PHONY: all setup configure build test demo install format clean
+
+all: build
+
+setup:
+	@scripts/setup-debian.sh
+
+configure: setup
+	@if [ ! -f $(BUILD)/build.ninja ]; then \
+	  cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=$(BUILD_TYPE) >/dev/null; fi
+
+build: configure
+	@cmake --build $(BUILD)
+
+test: build
+	@cd $(BUILD) && ctest --output-on-failure --timeout 900 -j $(CTEST_JOBS)
+
+demo: build
+	@$(BUILD)/bin/holmes-run -n 4 -- $(BUILD)/bin/holmes-bench allreduce,allgather,broadcast \
+	  -b 1K -e 16M -f 4 --check
+
+install: build
+	@cmake --install $(BUILD) --prefix $(or $(PREFIX),/usr/local)
+
+format:
+	@git ls-files '*.h' '*.hpp' '*.cpp' '*.c' | xargs clang-format -i
+
+clean:
+	@rm -rf $(BUILD)

@@ -1,0 +1,215 @@
+/*
+ * Holmes: a communication runtime for training on GPU pools whose networks differ.
+ *
+ * This header is the only stable ABI of libholmes. It is C99 and can be included from C++.
+ * Every function returns an hm_status_t; on failure, hm_last_error_message() gives the detail
+ * (which peer, which link, what was expected) for the calling thread.
+ *
+ * Handles are opaque. Communicators are used by one thread at a time for collectives (as with
+ * NCCL); hm_comm_abort and hm_comm_get_async_error may be called from any thread.
+ */
+#ifndef HOLMES_HOLMES_H_
+#define HOLMES_HOLMES_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#if defined(_WIN32)
+#define HM_API __declspec(dllexport)
+#elif defined(__GNUC__)
+#define HM_API __attribute__((visibility("default")))
+#else
+#define HM_API
+#endif
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define HOLMES_VERSION_MAJOR 0
+#define HOLMES_VERSION_MINOR 1
+#define HOLMES_VERSION_PATCH 0
+/* major * 10000 + minor * 100 + patch */
+#define HOLMES_VERSION_CODE \
+  (HOLMES_VERSION_MAJOR * 10000 + HOLMES_VERSION_MINOR * 100 + HOLMES_VERSION_PATCH)
+
+/* ---------------------------------------------------------------------------------------------
+ * Results
+ * ------------------------------------------------------------------------------------------- */
+typedef enum hm_status {
+  HM_SUCCESS = 0,
+  HM_ERR_INVALID_ARGUMENT = 1, /* null pointer, unknown enum, rank out of range, overflow ... */
+  HM_ERR_MISMATCH = 2,         /* ranks disagree on count, dtype, op, root or link */
+  HM_ERR_TIMEOUT = 3,          /* a blocking wait ran past the communicator's timeout */
+  HM_ERR_PEER_FAILED = 4,      /* a peer's process or link went away */
+  HM_ERR_AUTH = 5,             /* the job token was not proven (store or data plane) */
+  HM_ERR_TRANSPORT = 6,        /* a socket or device error that is not a peer failure */
+  HM_ERR_UNSUPPORTED = 7,      /* asked for something this build or machine cannot do */
+  HM_ERR_OUT_OF_MEMORY = 8,
+  HM_ERR_ABORTED = 9, /* the communicator was aborted (hm_comm_abort) or destroyed */
+  HM_ERR_INTERNAL = 10
+} hm_status_t;
+
+/* A short constant name for a status ("HM_ERR_TIMEOUT"); never NULL. */
+HM_API const char* hm_status_string(hm_status_t status);
+
+/* The detail of the most recent failing call on this thread; "" if none. The pointer stays
+ * valid until the next failing Holmes call on this thread. */
+HM_API const char* hm_last_error_message(void);
+
+/* HOLMES_VERSION_CODE of the library actually loaded. */
+HM_API hm_status_t hm_get_version(int* version);
+
+/* ---------------------------------------------------------------------------------------------
+ * Data types and reduction operations
+ * ------------------------------------------------------------------------------------------- */
+typedef enum hm_dtype {
+  HM_INT8 = 0,
+  HM_UINT8 = 1,
+  HM_INT32 = 2,
+  HM_UINT32 = 3,
+  HM_INT64 = 4,
+  HM_UINT64 = 5,
+  HM_FLOAT16 = 6,  /* IEEE 754 binary16; reduced in float32 */
+  HM_BFLOAT16 = 7, /* bfloat16; reduced in float32 */
+  HM_FLOAT32 = 8,
+  HM_FLOAT64 = 9,
+  HM_DTYPE_COUNT = 10
+} hm_dtype_t;
+
+/* Integer sum and product wrap around (two's complement); integer average truncates toward
+ * zero. Floating-point average is the sum divided by the number of ranks. */
+typedef enum hm_op {
+  HM_SUM = 0,
+  HM_PROD = 1,
+  HM_MIN = 2,
+  HM_MAX = 3,
+  HM_AVG = 4,
+  HM_OP_COUNT = 5
+} hm_op_t;
+
+/* Size in bytes of one element of dtype. */
+HM_API hm_status_t hm_dtype_size(hm_dtype_t dtype, size_t* size);
+
+/* ---------------------------------------------------------------------------------------------
+ * Communicators
+ * ------------------------------------------------------------------------------------------- */
+typedef struct hm_comm* hm_comm_t;
+typedef struct hm_request* hm_request_t;
+
+/* Options of hm_init. Always start from HM_CONFIG_INITIALIZER so that fields added later keep
+ * their defaults; zero, -1 or NULL means "take it from the environment, else the default". */
+typedef struct hm_config {
+  size_t size;            /* sizeof(hm_config_t); set by HM_CONFIG_INITIALIZER */
+  unsigned int version;   /* HOLMES_VERSION_CODE the caller was built against */
+  int rank;               /* this process's rank in [0, world_size) */
+  int world_size;         /* number of ranks */
+  const char* store;      /* rendezvous store "host:port" */
+  const char* token;      /* job token; every connection must prove it */
+  const char* topology;   /* topology file (YAML); NULL: discover */
+  int serve_store;        /* 1: this rank serves the store; 0: it does not; -1: rank 0 does */
+  int timeout_ms;         /* every blocking wait; 0: HOLMES_TIMEOUT_MS, else 300000 */
+  int sockets_per_peer;   /* tcp sockets per peer and direction; 0: HOLMES_SOCKETS, else 2 */
+  const char* local_addr; /* address to listen on for peers; NULL: HOLMES_ADDR, else the
+                             address this host uses to reach the store */
+} hm_config_t;
+
+#define HM_CONFIG_INITIALIZER \
+  { sizeof(hm_config_t), HOLMES_VERSION_CODE, -1, -1, NULL, NULL, NULL, -1, 0, 0, NULL }
+
+/* Creates the world communicator from the environment: HOLMES_RANK, HOLMES_WORLD_SIZE,
+ * HOLMES_STORE (host:port), HOLMES_TOKEN, HOLMES_TOPOLOGY, HOLMES_TIMEOUT_MS; or the variables
+ * of torchrun (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT), Slurm (SLURM_PROCID, SLURM_NTASKS)
+ * and Open MPI (OMPI_COMM_WORLD_RANK, OMPI_COMM_WORLD_SIZE). Rank 0 serves the store at
+ * HOLMES_STORE unless HOLMES_STORE_SERVE=0 (holmes-run serves it itself). Collective over all
+ * ranks. */
+HM_API hm_status_t hm_init_from_env(hm_comm_t* comm);
+
+/* Like hm_init_from_env, with fields of config taking precedence over the environment. */
+HM_API hm_status_t hm_init(const hm_config_t* config, hm_comm_t* comm);
+
+HM_API hm_status_t hm_comm_rank(hm_comm_t comm, int* rank);
+HM_API hm_status_t hm_comm_size(hm_comm_t comm, int* size);
+
+/* Collective over comm: ranks with the same color form a new communicator, ordered by key
+ * (then by rank in comm). A rank that passes HM_COLOR_UNDEFINED gets *newcomm = NULL. */
+#define HM_COLOR_UNDEFINED (-1)
+HM_API hm_status_t hm_comm_split(hm_comm_t comm, int color, int key, hm_comm_t* newcomm);
+
+/* Releases the communicator. Operations still in flight end with HM_ERR_ABORTED. */
+HM_API hm_status_t hm_comm_destroy(hm_comm_t comm);
+
+/* Never blocks: marks comm aborted, wakes every thread blocked on it (they return
+ * HM_ERR_ABORTED) and closes its connections. The handle must still be destroyed. */
+HM_API hm_status_t hm_comm_abort(hm_comm_t comm);
+
+/* The first error of the communicator, seen by any call or by a nonblocking operation;
+ * HM_SUCCESS in *async_error while it is healthy. */
+HM_API hm_status_t hm_comm_get_async_error(hm_comm_t comm, hm_status_t* async_error);
+
+/* ---------------------------------------------------------------------------------------------
+ * Collectives (blocking). In place when sendbuf == recvbuf; for reduce_scatter also when
+ * recvbuf == sendbuf + rank * recvcount, for allgather also when
+ * sendbuf == recvbuf + rank * sendcount (the NCCL conventions).
+ * ------------------------------------------------------------------------------------------- */
+HM_API hm_status_t hm_allreduce(hm_comm_t comm, const void* sendbuf, void* recvbuf, size_t count,
+                                hm_dtype_t dtype, hm_op_t op);
+/* sendbuf holds size * recvcount elements; rank r receives the reduction of block r. */
+HM_API hm_status_t hm_reduce_scatter(hm_comm_t comm, const void* sendbuf, void* recvbuf,
+                                     size_t recvcount, hm_dtype_t dtype, hm_op_t op);
+/* recvbuf holds size * sendcount elements, rank r's contribution at block r. */
+HM_API hm_status_t hm_allgather(hm_comm_t comm, const void* sendbuf, void* recvbuf,
+                                size_t sendcount, hm_dtype_t dtype);
+HM_API hm_status_t hm_broadcast(hm_comm_t comm, void* buf, size_t count, hm_dtype_t dtype,
+                                int root);
+/* recvbuf is used on root only (may be NULL elsewhere). */
+HM_API hm_status_t hm_reduce(hm_comm_t comm, const void* sendbuf, void* recvbuf, size_t count,
+                             hm_dtype_t dtype, hm_op_t op, int root);
+/* count elements go to each rank: block j of sendbuf to rank j, block i of recvbuf from i. */
+HM_API hm_status_t hm_alltoall(hm_comm_t comm, const void* sendbuf, void* recvbuf, size_t count,
+                               hm_dtype_t dtype);
+/* Point to point. Messages between two ranks arrive in the order they were sent; the receiver's
+ * count must equal the sender's (HM_ERR_MISMATCH otherwise). */
+HM_API hm_status_t hm_send(hm_comm_t comm, const void* buf, size_t count, hm_dtype_t dtype,
+                           int peer);
+HM_API hm_status_t hm_recv(hm_comm_t comm, void* buf, size_t count, hm_dtype_t dtype, int peer);
+HM_API hm_status_t hm_barrier(hm_comm_t comm);
+
+/* ---------------------------------------------------------------------------------------------
+ * Nonblocking forms. Collectives of one communicator run in the order they were issued; the
+ * buffers belong to the library until the request completes.
+ * ------------------------------------------------------------------------------------------- */
+HM_API hm_status_t hm_iallreduce(hm_comm_t comm, const void* sendbuf, void* recvbuf,
+                                 size_t count, hm_dtype_t dtype, hm_op_t op,
+                                 hm_request_t* request);
+HM_API hm_status_t hm_ireduce_scatter(hm_comm_t comm, const void* sendbuf, void* recvbuf,
+                                      size_t recvcount, hm_dtype_t dtype, hm_op_t op,
+                                      hm_request_t* request);
+HM_API hm_status_t hm_iallgather(hm_comm_t comm, const void* sendbuf, void* recvbuf,
+                                 size_t sendcount, hm_dtype_t dtype, hm_request_t* request);
+HM_API hm_status_t hm_ibroadcast(hm_comm_t comm, void* buf, size_t count, hm_dtype_t dtype,
+                                 int root, hm_request_t* request);
+HM_API hm_status_t hm_ireduce(hm_comm_t comm, const void* sendbuf, void* recvbuf, size_t count,
+                              hm_dtype_t dtype, hm_op_t op, int root, hm_request_t* request);
+HM_API hm_status_t hm_ialltoall(hm_comm_t comm, const void* sendbuf, void* recvbuf, size_t count,
+                                hm_dtype_t dtype, hm_request_t* request);
+HM_API hm_status_t hm_isend(hm_comm_t comm, const void* buf, size_t count, hm_dtype_t dtype,
+                            int peer, hm_request_t* request);
+HM_API hm_status_t hm_irecv(hm_comm_t comm, void* buf, size_t count, hm_dtype_t dtype, int peer,
+                            hm_request_t* request);
+HM_API hm_status_t hm_ibarrier(hm_comm_t comm, hm_request_t* request);
+
+/* Waits (up to the communicator's timeout) for the request, releases it and sets *request to
+ * NULL. Returns the operation's status. */
+HM_API hm_status_t hm_wait(hm_request_t* request);
+/* Sets *done to 1 and releases the request (setting *request to NULL) if it has completed,
+ * returning its status; otherwise sets *done to 0 and returns HM_SUCCESS. Never blocks. */
+HM_API hm_status_t hm_test(hm_request_t* request, int* done);
+/* Releases a request without waiting; the operation still runs to its end. */
+HM_API hm_status_t hm_request_free(hm_request_t request);
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#endif /* HOLMES_HOLMES_H_ */

@@ -1,0 +1,174 @@
+// The C++ API of Holmes: RAII communicators, std::span buffers, exceptions (holmes::Error) that
+// carry the same status codes as the C API. The C API (holmes.h) is a thin layer over this.
+#pragma once
+
+#include <holmes/error.hpp>
+#include <holmes/holmes.h>
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <type_traits>
+
+namespace holmes {
+
+namespace detail {
+class CommunicatorImpl;
+struct RequestImpl;
+}  // namespace detail
+
+// Half-precision element types for the typed overloads: plain 16-bit storage.
+struct float16_t {
+  std::uint16_t bits;
+};
+struct bfloat16_t {
+  std::uint16_t bits;
+};
+
+template <typename T>
+constexpr hm_dtype_t dtype_of() {
+  using U = std::remove_cv_t<T>;
+  if constexpr (std::is_same_v<U, std::int8_t>) return HM_INT8;
+  else if constexpr (std::is_same_v<U, std::uint8_t>) return HM_UINT8;
+  else if constexpr (std::is_same_v<U, std::int32_t>) return HM_INT32;
+  else if constexpr (std::is_same_v<U, std::uint32_t>) return HM_UINT32;
+  else if constexpr (std::is_same_v<U, std::int64_t>) return HM_INT64;
+  else if constexpr (std::is_same_v<U, std::uint64_t>) return HM_UINT64;
+  else if constexpr (std::is_same_v<U, float16_t>) return HM_FLOAT16;
+  else if constexpr (std::is_same_v<U, bfloat16_t>) return HM_BFLOAT16;
+  else if constexpr (std::is_same_v<U, float>) return HM_FLOAT32;
+  else if constexpr (std::is_same_v<U, double>) return HM_FLOAT64;
+  else static_assert(sizeof(T) == 0, "no Holmes dtype for this type");
+}
+
+// Options of Communicator::init. Unset fields come from the environment (see holmes.h).
+struct Config {
+  std::optional<int> rank;
+  std::optional<int> world_size;
+  std::optional<std::string> store;  // "host:port"
+  std::optional<std::string> token;
+  std::optional<std::string> topology;
+  std::optional<bool> serve_store;
+  std::optional<std::chrono::milliseconds> timeout;
+  std::optional<int> sockets_per_peer;
+  std::optional<std::string> local_addr;
+};
+
+// A nonblocking operation. wait() or test() until done; destroying an unfinished Request
+// detaches it (the operation still runs to its end).
+class HM_API Request {
+ public:
+  Request() = default;
+  // Waits up to the communicator's timeout; throws holmes::Error when the operation failed.
+  void wait();
+  // True once complete (throws holmes::Error when it failed); never blocks.
+  bool test();
+  bool valid() const { return impl_ != nullptr; }
+
+ private:
+  friend class Communicator;
+  explicit Request(std::shared_ptr<detail::RequestImpl> impl) : impl_(std::move(impl)) {}
+  std::shared_ptr<detail::RequestImpl> impl_;
+};
+
+// A set of ranks that run collectives together. Move-only: destroying it closes its
+// connections (operations still in flight end with HM_ERR_ABORTED).
+class HM_API Communicator {
+ public:
+  Communicator() = default;
+  Communicator(Communicator&&) noexcept;
+  Communicator& operator=(Communicator&&) noexcept;
+  Communicator(const Communicator&) = delete;
+  Communicator& operator=(const Communicator&) = delete;
+  ~Communicator();
+
+  // The world communicator from the environment (HOLMES_*, torchrun, Slurm, Open MPI).
+  static Communicator init_from_env();
+  static Communicator init(const Config& config);
+
+  bool valid() const { return impl_ != nullptr; }
+  int rank() const;
+  int size() const;
+  // Collective. Ranks with the same color form a communicator ordered by key, then rank;
+  // HM_COLOR_UNDEFINED gives an empty (invalid) Communicator.
+  Communicator split(int color, int key) const;
+  // Never blocks: wakes every thread blocked on this communicator with HM_ERR_ABORTED.
+  void abort() noexcept;
+  // HM_SUCCESS while healthy, else the first error this communicator saw.
+  hm_status_t async_error() const noexcept;
+  std::chrono::milliseconds timeout() const;
+
+  // Blocking collectives over raw buffers (the C API's semantics).
+  void allreduce(const void* send, void* recv, std::size_t count, hm_dtype_t dtype, hm_op_t op);
+  void reduce_scatter(const void* send, void* recv, std::size_t recvcount, hm_dtype_t dtype,
+                      hm_op_t op);
+  void allgather(const void* send, void* recv, std::size_t sendcount, hm_dtype_t dtype);
+  void broadcast(void* buffer, std::size_t count, hm_dtype_t dtype, int root);
+  void reduce(const void* send, void* recv, std::size_t count, hm_dtype_t dtype, hm_op_t op,
+              int root);
+  void alltoall(const void* send, void* recv, std::size_t count, hm_dtype_t dtype);
+  void send(const void* buffer, std::size_t count, hm_dtype_t dtype, int peer);
+  void recv(void* buffer, std::size_t count, hm_dtype_t dtype, int peer);
+  void barrier();
+
+  // Nonblocking forms.
+  Request iallreduce(const void* send, void* recv, std::size_t count, hm_dtype_t dtype,
+                     hm_op_t op);
+  Request ireduce_scatter(const void* send, void* recv, std::size_t recvcount, hm_dtype_t dtype,
+                          hm_op_t op);
+  Request iallgather(const void* send, void* recv, std::size_t sendcount, hm_dtype_t dtype);
+  Request ibroadcast(void* buffer, std::size_t count, hm_dtype_t dtype, int root);
+  Request ireduce(const void* send, void* recv, std::size_t count, hm_dtype_t dtype, hm_op_t op,
+                  int root);
+  Request ialltoall(const void* send, void* recv, std::size_t count, hm_dtype_t dtype);
+  Request isend(const void* buffer, std::size_t count, hm_dtype_t dtype, int peer);
+  Request irecv(void* buffer, std::size_t count, hm_dtype_t dtype, int peer);
+  Request ibarrier();
+
+  // Typed conveniences; sizes are checked against size().
+  template <typename T>
+  void allreduce(std::span<const T> send, std::span<T> recv, hm_op_t op) {
+    check_sizes(send.size(), recv.size(), "allreduce: send and recv");
+    allreduce(send.data(), recv.data(), send.size(), dtype_of<T>(), op);
+  }
+  template <typename T>
+  void allreduce(std::span<T> data, hm_op_t op) {
+    allreduce(data.data(), data.data(), data.size(), dtype_of<T>(), op);
+  }
+  template <typename T>
+  void reduce_scatter(std::span<const T> send, std::span<T> recv, hm_op_t op) {
+    check_sizes(send.size(), recv.size() * static_cast<std::size_t>(size()),
+                "reduce_scatter: send and size() x recv");
+    reduce_scatter(send.data(), recv.data(), recv.size(), dtype_of<T>(), op);
+  }
+  template <typename T>
+  void allgather(std::span<const T> send, std::span<T> recv) {
+    check_sizes(send.size() * static_cast<std::size_t>(size()), recv.size(),
+                "allgather: size() x send and recv");
+    allgather(send.data(), recv.data(), send.size(), dtype_of<T>());
+  }
+  template <typename T>
+  void broadcast(std::span<T> data, int root) {
+    broadcast(data.data(), data.size(), dtype_of<T>(), root);
+  }
+  template <typename T>
+  void send(std::span<const T> data, int peer) {
+    send(data.data(), data.size(), dtype_of<T>(), peer);
+  }
+  template <typename T>
+  void recv(std::span<T> data, int peer) {
+    recv(data.data(), data.size(), dtype_of<T>(), peer);
+  }
+
+ private:
+  explicit Communicator(std::shared_ptr<detail::CommunicatorImpl> impl);
+  static void check_sizes(std::size_t a, std::size_t b, const char* what);
+  detail::CommunicatorImpl& impl() const;
+  std::shared_ptr<detail::CommunicatorImpl> impl_;
+};
+
+}  // namespace holmes

@@ -1,0 +1,340 @@
+// The C API: every function checks its handles and pointers, calls the C++ API, and turns
+// exceptions into an hm_status_t plus a thread-local message (hm_last_error_message). Nothing
+// thrown inside the library crosses this boundary.
+#include <holmes/holmes.h>
+#include <holmes/holmes.hpp>
+
+#include <cstddef>
+#include <new>
+#include <string>
+#include <utility>
+
+#include "core/dtype.hpp"
+#include "core/status.hpp"
+
+struct hm_comm {
+  holmes::Communicator comm;
+};
+
+struct hm_request {
+  holmes::Request request;
+};
+
+namespace {
+
+thread_local std::string last_error_message;
+
+template <typename F>
+hm_status_t guarded(const char* function, F&& body) {
+  try {
+    body();
+    return HM_SUCCESS;
+  } catch (const holmes::Error& e) {
+    last_error_message = std::string(function) + ": " + e.what();
+    return e.status();
+  } catch (const std::bad_alloc&) {
+    last_error_message = std::string(function) + ": out of memory";
+    return HM_ERR_OUT_OF_MEMORY;
+  } catch (const std::exception& e) {
+    last_error_message = std::string(function) + ": internal error: " + e.what();
+    return HM_ERR_INTERNAL;
+  } catch (...) {
+    last_error_message = std::string(function) + ": internal error";
+    return HM_ERR_INTERNAL;
+  }
+}
+
+holmes::Communicator& comm_of(hm_comm_t comm) {
+  holmes::require(comm != nullptr, "comm is NULL");
+  holmes::require(comm->comm.valid(), "comm is not a live communicator");
+  return comm->comm;
+}
+
+template <typename T>
+void require_out(T* pointer, const char* name) {
+  holmes::require(pointer != nullptr, "output pointer {} is NULL", name);
+}
+
+holmes::Config config_from_c(const hm_config_t* c) {
+  holmes::Config config;
+  if (c == nullptr) return config;
+  holmes::require(c->size >= offsetof(hm_config_t, rank) && c->size <= (1u << 16),
+                  "hm_config_t.size is {}: initialize the config with HM_CONFIG_INITIALIZER",
+                  c->size);
+  // A caller built against an older header passes a smaller struct: read only what it has.
+  auto has = [c](std::size_t offset, std::size_t length) { return c->size >= offset + length; };
+#define HM_HAS(field) has(offsetof(hm_config_t, field), sizeof(c->field))
+  if (HM_HAS(rank) && c->rank != -1) {
+    holmes::require(c->rank >= 0, "config rank {} is negative (use -1 for unset)", c->rank);
+    config.rank = c->rank;
+  }
+  if (HM_HAS(world_size) && c->world_size != -1) {
+    holmes::require(c->world_size >= 1, "config world_size {} must be >= 1 (or -1 for unset)",
+                    c->world_size);
+    config.world_size = c->world_size;
+  }
+  if (HM_HAS(store) && c->store != nullptr) config.store = c->store;
+  if (HM_HAS(token) && c->token != nullptr) config.token = c->token;
+  if (HM_HAS(topology) && c->topology != nullptr) config.topology = c->topology;
+  if (HM_HAS(serve_store) && c->serve_store != -1) {
+    holmes::require(c->serve_store == 0 || c->serve_store == 1,
+                    "config serve_store must be -1, 0 or 1, got {}", c->serve_store);
+    config.serve_store = c->serve_store == 1;
+  }
+  if (HM_HAS(timeout_ms) && c->timeout_ms != 0) {
+    holmes::require(c->timeout_ms > 0, "config timeout_ms {} is negative", c->timeout_ms);
+    config.timeout = std::chrono::milliseconds(c->timeout_ms);
+  }
+  if (HM_HAS(sockets_per_peer) && c->sockets_per_peer != 0) {
+    config.sockets_per_peer = c->sockets_per_peer;
+  }
+  if (HM_HAS(local_addr) && c->local_addr != nullptr) config.local_addr = c->local_addr;
+#undef HM_HAS
+  return config;
+}
+
+hm_status_t init_into(const char* function, const holmes::Config* config, hm_comm_t* out) {
+  return guarded(function, [&] {
+    require_out(out, "comm");
+    *out = nullptr;
+    auto comm = config ? holmes::Communicator::init(*config) : holmes::Communicator::init_from_env();
+    *out = new hm_comm{std::move(comm)};
+  });
+}
+
+// Runs a nonblocking call and hands out its request.
+template <typename F>
+hm_status_t start_request(const char* function, hm_comm_t comm, hm_request_t* request, F&& call) {
+  return guarded(function, [&] {
+    require_out(request, "request");
+    *request = nullptr;
+    auto& c = comm_of(comm);
+    *request = new hm_request{call(c)};
+  });
+}
+
+}  // namespace
+
+extern "C" {
+
+const char* hm_status_string(hm_status_t status) { return holmes::status_name(status); }
+
+const char* hm_last_error_message(void) { return last_error_message.c_str(); }
+
+hm_status_t hm_get_version(int* version) {
+  return guarded("hm_get_version", [&] {
+    require_out(version, "version");
+    *version = HOLMES_VERSION_CODE;
+  });
+}
+
+hm_status_t hm_dtype_size(hm_dtype_t dtype, size_t* size) {
+  return guarded("hm_dtype_size", [&] {
+    require_out(size, "size");
+    holmes::require(holmes::dtype_valid(dtype), "unknown dtype {}", static_cast<int>(dtype));
+    *size = holmes::dtype_size(dtype);
+  });
+}
+
+hm_status_t hm_init_from_env(hm_comm_t* comm) { return init_into("hm_init_from_env", nullptr, comm); }
+
+hm_status_t hm_init(const hm_config_t* config, hm_comm_t* comm) {
+  holmes::Config converted;
+  const hm_status_t status = guarded("hm_init", [&] {
+    holmes::require(config != nullptr, "config is NULL (use hm_init_from_env for defaults)");
+    converted = config_from_c(config);
+  });
+  if (status != HM_SUCCESS) {
+    if (comm != nullptr) *comm = nullptr;
+    return status;
+  }
+  return init_into("hm_init", &converted, comm);
+}
+
+hm_status_t hm_comm_rank(hm_comm_t comm, int* rank) {
+  return guarded("hm_comm_rank", [&] {
+    require_out(rank, "rank");
+    *rank = comm_of(comm).rank();
+  });
+}
+
+hm_status_t hm_comm_size(hm_comm_t comm, int* size) {
+  return guarded("hm_comm_size", [&] {
+    require_out(size, "size");
+    *size = comm_of(comm).size();
+  });
+}
+
+hm_status_t hm_comm_split(hm_comm_t comm, int color, int key, hm_comm_t* newcomm) {
+  return guarded("hm_comm_split", [&] {
+    require_out(newcomm, "newcomm");
+    *newcomm = nullptr;
+    auto split = comm_of(comm).split(color, key);
+    if (split.valid()) *newcomm = new hm_comm{std::move(split)};
+  });
+}
+
+hm_status_t hm_comm_destroy(hm_comm_t comm) {
+  return guarded("hm_comm_destroy", [&] {
+    holmes::require(comm != nullptr, "comm is NULL");
+    delete comm;
+  });
+}
+
+hm_status_t hm_comm_abort(hm_comm_t comm) {
+  return guarded("hm_comm_abort", [&] { comm_of(comm).abort(); });
+}
+
+hm_status_t hm_comm_get_async_error(hm_comm_t comm, hm_status_t* async_error) {
+  return guarded("hm_comm_get_async_error", [&] {
+    require_out(async_error, "async_error");
+    *async_error = comm_of(comm).async_error();
+  });
+}
+
+hm_status_t hm_allreduce(hm_comm_t comm, const void* sendbuf, void* recvbuf, size_t count,
+                         hm_dtype_t dtype, hm_op_t op) {
+  return guarded("hm_allreduce",
+                 [&] { comm_of(comm).allreduce(sendbuf, recvbuf, count, dtype, op); });
+}
+
+hm_status_t hm_reduce_scatter(hm_comm_t comm, const void* sendbuf, void* recvbuf,
+                              size_t recvcount, hm_dtype_t dtype, hm_op_t op) {
+  return guarded("hm_reduce_scatter",
+                 [&] { comm_of(comm).reduce_scatter(sendbuf, recvbuf, recvcount, dtype, op); });
+}
+
+hm_status_t hm_allgather(hm_comm_t comm, const void* sendbuf, void* recvbuf, size_t sendcount,
+                         hm_dtype_t dtype) {
+  return guarded("hm_allgather",
+                 [&] { comm_of(comm).allgather(sendbuf, recvbuf, sendcount, dtype); });
+}
+
+hm_status_t hm_broadcast(hm_comm_t comm, void* buf, size_t count, hm_dtype_t dtype, int root) {
+  return guarded("hm_broadcast", [&] { comm_of(comm).broadcast(buf, count, dtype, root); });
+}
+
+hm_status_t hm_reduce(hm_comm_t comm, const void* sendbuf, void* recvbuf, size_t count,
+                      hm_dtype_t dtype, hm_op_t op, int root) {
+  return guarded("hm_reduce",
+                 [&] { comm_of(comm).reduce(sendbuf, recvbuf, count, dtype, op, root); });
+}
+
+hm_status_t hm_alltoall(hm_comm_t comm, const void* sendbuf, void* recvbuf, size_t count,
+                        hm_dtype_t dtype) {
+  return guarded("hm_alltoall", [&] { comm_of(comm).alltoall(sendbuf, recvbuf, count, dtype); });
+}
+
+hm_status_t hm_send(hm_comm_t comm, const void* buf, size_t count, hm_dtype_t dtype, int peer) {
+  return guarded("hm_send", [&] { comm_of(comm).send(buf, count, dtype, peer); });
+}
+
+hm_status_t hm_recv(hm_comm_t comm, void* buf, size_t count, hm_dtype_t dtype, int peer) {
+  return guarded("hm_recv", [&] { comm_of(comm).recv(buf, count, dtype, peer); });
+}
+
+hm_status_t hm_barrier(hm_comm_t comm) {
+  return guarded("hm_barrier", [&] { comm_of(comm).barrier(); });
+}
+
+hm_status_t hm_iallreduce(hm_comm_t comm, const void* sendbuf, void* recvbuf, size_t count,
+                          hm_dtype_t dtype, hm_op_t op, hm_request_t* request) {
+  return start_request("hm_iallreduce", comm, request, [&](holmes::Communicator& c) {
+    return c.iallreduce(sendbuf, recvbuf, count, dtype, op);
+  });
+}
+
+hm_status_t hm_ireduce_scatter(hm_comm_t comm, const void* sendbuf, void* recvbuf,
+                               size_t recvcount, hm_dtype_t dtype, hm_op_t op,
+                               hm_request_t* request) {
+  return start_request("hm_ireduce_scatter", comm, request, [&](holmes::Communicator& c) {
+    return c.ireduce_scatter(sendbuf, recvbuf, recvcount, dtype, op);
+  });
+}
+
+hm_status_t hm_iallgather(hm_comm_t comm, const void* sendbuf, void* recvbuf, size_t sendcount,
+                          hm_dtype_t dtype, hm_request_t* request) {
+  return start_request("hm_iallgather", comm, request, [&](holmes::Communicator& c) {
+    return c.iallgather(sendbuf, recvbuf, sendcount, dtype);
+  });
+}
+
+hm_status_t hm_ibroadcast(hm_comm_t comm, void* buf, size_t count, hm_dtype_t dtype, int root,
+                          hm_request_t* request) {
+  return start_request("hm_ibroadcast", comm, request, [&](holmes::Communicator& c) {
+    return c.ibroadcast(buf, count, dtype, root);
+  });
+}
+
+hm_status_t hm_ireduce(hm_comm_t comm, const void* sendbuf, void* recvbuf, size_t count,
+                       hm_dtype_t dtype, hm_op_t op, int root, hm_request_t* request) {
+  return start_request("hm_ireduce", comm, request, [&](holmes::Communicator& c) {
+    return c.ireduce(sendbuf, recvbuf, count, dtype, op, root);
+  });
+}
+
+hm_status_t hm_ialltoall(hm_comm_t comm, const void* sendbuf, void* recvbuf, size_t count,
+                         hm_dtype_t dtype, hm_request_t* request) {
+  return start_request("hm_ialltoall", comm, request, [&](holmes::Communicator& c) {
+    return c.ialltoall(sendbuf, recvbuf, count, dtype);
+  });
+}
+
+hm_status_t hm_isend(hm_comm_t comm, const void* buf, size_t count, hm_dtype_t dtype, int peer,
+                     hm_request_t* request) {
+  return start_request("hm_isend", comm, request, [&](holmes::Communicator& c) {
+    return c.isend(buf, count, dtype, peer);
+  });
+}
+
+hm_status_t hm_irecv(hm_comm_t comm, void* buf, size_t count, hm_dtype_t dtype, int peer,
+                     hm_request_t* request) {
+  return start_request("hm_irecv", comm, request, [&](holmes::Communicator& c) {
+    return c.irecv(buf, count, dtype, peer);
+  });
+}
+
+hm_status_t hm_ibarrier(hm_comm_t comm, hm_request_t* request) {
+  return start_request("hm_ibarrier", comm, request,
+                       [&](holmes::Communicator& c) { return c.ibarrier(); });
+}
+
+hm_status_t hm_wait(hm_request_t* request) {
+  hm_request_t owned = nullptr;
+  const hm_status_t checked = guarded("hm_wait", [&] {
+    holmes::require(request != nullptr && *request != nullptr, "request is NULL");
+    owned = *request;
+    *request = nullptr;
+  });
+  if (checked != HM_SUCCESS) return checked;
+  const hm_status_t status = guarded("hm_wait", [&] { owned->request.wait(); });
+  delete owned;
+  return status;
+}
+
+hm_status_t hm_test(hm_request_t* request, int* done) {
+  bool finished = false;
+  const hm_status_t status = guarded("hm_test", [&] {
+    require_out(done, "done");
+    *done = 0;
+    holmes::require(request != nullptr && *request != nullptr, "request is NULL");
+    // A failed operation throws here; it is finished all the same.
+    finished = true;
+    finished = (*request)->request.test();
+  });
+  if (finished && request != nullptr && *request != nullptr) {
+    *done = 1;
+    delete *request;
+    *request = nullptr;
+  }
+  return status;
+}
+
+hm_status_t hm_request_free(hm_request_t request) {
+  return guarded("hm_request_free", [&] {
+    holmes::require(request != nullptr, "request is NULL");
+    delete request;
+  });
+}
+
+}  // extern "C"

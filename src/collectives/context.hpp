@@ -1,0 +1,84 @@
+// What a collective algorithm sees of its communicator: its rank and size, and tagged sends and
+// receives to peers. The context makes every tag unique (kind | operation sequence | step) and
+// stamps every message with the operation's signature, so ranks that disagree about the call
+// get HM_ERR_MISMATCH instead of corrupted buffers. Every wait is bounded by the timeout.
+#pragma once
+
+#include <holmes/holmes.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "core/completion.hpp"
+#include "transports/transport.hpp"
+
+namespace holmes {
+
+enum class CollectiveKind : std::uint8_t {
+  kAllreduce = 1,
+  kReduceScatter = 2,
+  kAllgather = 3,
+  kBroadcast = 4,
+  kReduce = 5,
+  kAlltoall = 6,
+  kBarrier = 7,
+  kSplit = 8,  // the allgather inside hm_comm_split
+};
+
+const char* collective_name(CollectiveKind kind);
+
+// Hash of everything the ranks must agree on for one call.
+std::uint32_t collective_signature(CollectiveKind kind, std::size_t count, int dtype, int op,
+                                   int root);
+
+// Message tags: 2 bits kind | 24 bits sequence | 38 bits step. Point-to-point messages use their
+// own kind with a per-peer sequence number.
+constexpr std::uint64_t kTagCollective = 0;
+constexpr std::uint64_t kTagPointToPoint = 1ull << 62;
+std::uint64_t collective_tag(std::uint64_t sequence, std::uint64_t step);
+std::uint64_t p2p_tag(std::uint64_t sequence);
+
+// One send or receive in flight, remembered for the error message if it fails.
+struct Transfer {
+  CompletionPtr request;
+  int peer = -1;
+  bool receive = false;
+};
+
+class CollectiveContext {
+ public:
+  CollectiveContext(Transport& transport, int rank, int size, std::uint64_t sequence,
+                    std::uint32_t signature, std::chrono::milliseconds timeout,
+                    std::size_t chunk_bytes, std::string what,
+                    std::atomic<std::uint64_t>* progress = nullptr);
+
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+  std::size_t chunk_bytes() const { return chunk_bytes_; }
+
+  Transfer send(int peer, std::uint64_t step, std::span<const std::byte> data);
+  Transfer recv(int peer, std::uint64_t step, std::span<std::byte> data);
+
+  // Block until the transfer completes; throws holmes::Error naming the operation, the peer and
+  // the link on failure or after the timeout.
+  void wait(const Transfer& transfer);
+  void wait_all(const std::vector<Transfer>& transfers);
+
+ private:
+  Transport& transport_;
+  int rank_;
+  int size_;
+  std::uint64_t sequence_;
+  std::uint32_t signature_;
+  std::chrono::milliseconds timeout_;
+  std::size_t chunk_bytes_;
+  std::string what_;
+  std::atomic<std::uint64_t>* progress_;
+};
+
+}  // namespace holmes

@@ -1,0 +1,106 @@
+// Helpers the chunked algorithms share: how a buffer splits into blocks and chunks, and a window
+// that keeps the next few receives posted while the current chunk is reduced or forwarded.
+#pragma once
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <vector>
+
+#include "collectives/context.hpp"
+
+namespace holmes {
+
+// Non-negative remainder: ring arithmetic on ranks.
+inline int ring_mod(long long a, int n) {
+  const long long m = a % n;
+  return static_cast<int>(m < 0 ? m + n : m);
+}
+
+// `count` elements cut into `parts` blocks whose sizes differ by at most one, and every block
+// cut into chunks of at most `chunk_elems` elements. Every rank computes the same layout.
+class BlockLayout {
+ public:
+  BlockLayout(std::size_t count, int parts, std::size_t chunk_elems)
+      : count_(count), parts_(static_cast<std::size_t>(parts)), chunk_elems_(chunk_elems) {
+    const std::size_t largest = (count_ + parts_ - 1) / parts_;
+    chunks_ = std::max<std::size_t>(1, (largest + chunk_elems_ - 1) / chunk_elems_);
+  }
+
+  std::size_t block_start(int k) const {
+    const auto kk = static_cast<std::size_t>(k);
+    return kk * (count_ / parts_) + std::min(kk, count_ % parts_);
+  }
+  std::size_t block_size(int k) const {
+    return count_ / parts_ + (static_cast<std::size_t>(k) < count_ % parts_ ? 1 : 0);
+  }
+  // Chunks per block (the same for every block; trailing chunks of a short block are empty).
+  std::size_t chunks() const { return chunks_; }
+
+  struct Range {
+    std::size_t offset;  // elements from the start of the whole buffer
+    std::size_t count;   // may be 0
+  };
+  Range chunk(int block, std::size_t c) const {
+    const std::size_t size = block_size(block);
+    const std::size_t lo = std::min(size, c * chunk_elems_);
+    const std::size_t hi = std::min(size, lo + chunk_elems_);
+    return {block_start(block) + lo, hi - lo};
+  }
+
+ private:
+  std::size_t count_;
+  std::size_t parts_;
+  std::size_t chunk_elems_;
+  std::size_t chunks_;
+};
+
+// Keeps up to `depth` receives posted ahead of the unit being consumed. Units are consumed in
+// order 0, 1, 2, ...; post(u) starts unit u's receive, or returns nullopt when unit u has nothing
+// to receive (an empty chunk). Unit u + depth is posted only after unit u was consumed, so a
+// caller can give unit u a scratch slot u % depth.
+class RecvWindow {
+ public:
+  using PostFn = std::function<std::optional<Transfer>(std::size_t unit)>;
+  RecvWindow(CollectiveContext& ctx, std::size_t units, std::size_t depth, PostFn post)
+      : ctx_(ctx), units_(units), depth_(depth), post_(std::move(post)), slots_(depth) {}
+
+  // Waits for unit u; false when it had nothing to receive.
+  bool wait(std::size_t unit) {
+    while (next_ < units_ && next_ < unit + depth_) {
+      slots_[next_ % depth_] = post_(next_);
+      ++next_;
+    }
+    auto& slot = slots_[unit % depth_];
+    if (!slot) return false;
+    ctx_.wait(*slot);
+    slot.reset();
+    return true;
+  }
+
+ private:
+  CollectiveContext& ctx_;
+  std::size_t units_;
+  std::size_t depth_;
+  PostFn post_;
+  std::vector<std::optional<Transfer>> slots_;
+  std::size_t next_ = 0;
+};
+
+// Receives posted ahead of the chunk being processed.
+constexpr std::size_t kPipelineDepth = 4;
+
+inline std::size_t chunk_elements(const CollectiveContext& ctx, std::size_t element_size) {
+  return std::max<std::size_t>(1, ctx.chunk_bytes() / element_size);
+}
+
+// True when [a, a + a_len) and [b, b + b_len) share a byte.
+inline bool overlaps(const void* a, std::size_t a_len, const void* b, std::size_t b_len) {
+  const auto pa = reinterpret_cast<std::uintptr_t>(a);
+  const auto pb = reinterpret_cast<std::uintptr_t>(b);
+  return a_len > 0 && b_len > 0 && pa < pb + b_len && pb < pa + a_len;
+}
+
+}  // namespace holmes

@@ -1,0 +1,208 @@
+// Ring allreduce, reduce-scatter and allgather, chunked and pipelined.
+//
+// Ranks form a ring (send to rank+1, receive from rank-1). The buffer is cut into `size` blocks
+// and every block into chunks. A chunk moves one hop per step; as soon as a chunk arrives it is
+// reduced (or stored) and sent on, so the wire, the reduction and the next receive overlap.
+// Sends are asynchronous; receives are posted a few chunks ahead (RecvWindow).
+#include <cstring>
+#include <vector>
+
+#include "collectives/algorithms.hpp"
+#include "collectives/pipeline.hpp"
+#include "core/dtype.hpp"
+#include "core/reduce.hpp"
+
+namespace holmes {
+namespace {
+
+std::span<const std::byte> bytes_of(const std::byte* base, BlockLayout::Range range,
+                                    std::size_t element_size) {
+  return {base + range.offset * element_size, range.count * element_size};
+}
+std::span<std::byte> bytes_of(std::byte* base, BlockLayout::Range range,
+                              std::size_t element_size) {
+  return {base + range.offset * element_size, range.count * element_size};
+}
+
+}  // namespace
+
+void ring_allreduce(CollectiveContext& ctx, const void* send, void* recv, std::size_t count,
+                    hm_dtype_t dtype, hm_op_t op) {
+  const std::size_t es = dtype_size(dtype);
+  const auto* in = static_cast<const std::byte*>(send);
+  auto* out = static_cast<std::byte*>(recv);
+  const int n = ctx.size();
+  const int r = ctx.rank();
+  if (n == 1 || count == 0) {
+    if (count > 0 && in != out) std::memmove(out, in, count * es);  // x / 1 == x for AVG
+    return;
+  }
+  const BlockLayout layout(count, n, chunk_elements(ctx, es));
+  const std::size_t chunks = layout.chunks();
+  const int right = ring_mod(r + 1, n);
+  const int left = ring_mod(r - 1, n);
+  // Steps 0 .. n-2 reduce-scatter; steps n-1 .. 2n-3 allgather. The block received at step t is
+  // the block sent at step t+1. At the end of the reduce-scatter rank r owns block r+1.
+  const std::size_t steps = 2 * static_cast<std::size_t>(n - 1);
+  const auto rs_steps = static_cast<std::size_t>(n - 1);
+  auto send_block = [&](std::size_t t) {
+    return t < rs_steps ? ring_mod(r - static_cast<long long>(t), n)
+                        : ring_mod(r + 1 - static_cast<long long>(t - rs_steps), n);
+  };
+  auto recv_block = [&](std::size_t t) {
+    return t < rs_steps ? ring_mod(r - static_cast<long long>(t) - 1, n)
+                        : ring_mod(r - static_cast<long long>(t - rs_steps), n);
+  };
+
+  const std::size_t chunk_bytes = chunk_elements(ctx, es) * es;
+  std::vector<std::byte> scratch(kPipelineDepth * chunk_bytes);
+  std::vector<Transfer> sends;
+  for (std::size_t c = 0; c < chunks; ++c) {
+    const auto range = layout.chunk(send_block(0), c);
+    if (range.count > 0) sends.push_back(ctx.send(right, c, bytes_of(in, range, es)));
+  }
+  const std::size_t units = steps * chunks;
+  RecvWindow window(ctx, units, kPipelineDepth, [&](std::size_t u) -> std::optional<Transfer> {
+    const std::size_t t = u / chunks;
+    const auto range = layout.chunk(recv_block(t), u % chunks);
+    if (range.count == 0) return std::nullopt;
+    // Reduce-scatter chunks land in scratch (they are combined with our input); allgather
+    // chunks are final and land in place.
+    const std::span<std::byte> target =
+        t < rs_steps ? std::span(scratch.data() + (u % kPipelineDepth) * chunk_bytes,
+                                 range.count * es)
+                     : bytes_of(out, range, es);
+    return ctx.recv(left, u, target);
+  });
+  for (std::size_t u = 0; u < units; ++u) {
+    if (!window.wait(u)) continue;
+    const std::size_t t = u / chunks;
+    const std::size_t c = u % chunks;
+    const auto range = layout.chunk(recv_block(t), c);
+    std::byte* mine = out + range.offset * es;
+    if (t < rs_steps) {
+      reduce(dtype, op, mine, in + range.offset * es,
+             scratch.data() + (u % kPipelineDepth) * chunk_bytes, range.count);
+      if (t == rs_steps - 1 && op == HM_AVG) finalize_average(dtype, mine, range.count, n);
+    }
+    if (t + 1 < steps) sends.push_back(ctx.send(right, (t + 1) * chunks + c, {mine, range.count * es}));
+  }
+  ctx.wait_all(sends);
+}
+
+void ring_reduce_scatter(CollectiveContext& ctx, const void* send, void* recv,
+                         std::size_t recvcount, hm_dtype_t dtype, hm_op_t op) {
+  const std::size_t es = dtype_size(dtype);
+  const auto* in = static_cast<const std::byte*>(send);
+  const int n = ctx.size();
+  const int r = ctx.rank();
+  if (n == 1 || recvcount == 0) {
+    if (recvcount > 0 && recv != send) std::memmove(recv, send, recvcount * es);
+    return;
+  }
+  const std::size_t block_bytes = recvcount * es;
+  // NCCL's in-place form (recv is our own block of send) works directly: block r of the input
+  // is read only by the last step, element by element. Any other overlap goes through a copy.
+  const bool direct = recv == in + static_cast<std::size_t>(r) * block_bytes ||
+                      !overlaps(recv, block_bytes, send, block_bytes * static_cast<std::size_t>(n));
+  std::vector<std::byte> staged(direct ? 0 : block_bytes);
+  auto* out = direct ? static_cast<std::byte*>(recv) : staged.data();
+
+  const BlockLayout layout(recvcount * static_cast<std::size_t>(n), n, chunk_elements(ctx, es));
+  const std::size_t chunks = layout.chunks();
+  const int right = ring_mod(r + 1, n);
+  const int left = ring_mod(r - 1, n);
+  const auto steps = static_cast<std::size_t>(n - 1);
+  // Shifted by one from the allreduce so that rank r ends owning block r.
+  auto send_block = [&](std::size_t t) { return ring_mod(r - static_cast<long long>(t) - 1, n); };
+  auto recv_block = [&](std::size_t t) { return ring_mod(r - static_cast<long long>(t) - 2, n); };
+
+  const std::size_t chunk_bytes = chunk_elements(ctx, es) * es;
+  std::vector<std::byte> scratch(kPipelineDepth * chunk_bytes);
+  // A partial sum is sent from its scratch slot; the slot is reused only after that send.
+  std::vector<std::optional<Transfer>> slot_send(kPipelineDepth);
+  std::vector<Transfer> sends;
+  for (std::size_t c = 0; c < chunks; ++c) {
+    const auto range = layout.chunk(send_block(0), c);
+    if (range.count > 0) sends.push_back(ctx.send(right, c, bytes_of(in, range, es)));
+  }
+  const std::size_t units = steps * chunks;
+  RecvWindow window(ctx, units, kPipelineDepth, [&](std::size_t u) -> std::optional<Transfer> {
+    const auto range = layout.chunk(recv_block(u / chunks), u % chunks);
+    if (range.count == 0) return std::nullopt;
+    auto& previous = slot_send[u % kPipelineDepth];
+    if (previous) {
+      ctx.wait(*previous);
+      previous.reset();
+    }
+    return ctx.recv(left, u, {scratch.data() + (u % kPipelineDepth) * chunk_bytes,
+                              range.count * es});
+  });
+  const std::size_t own_start = layout.block_start(r);
+  for (std::size_t u = 0; u < units; ++u) {
+    if (!window.wait(u)) continue;
+    const std::size_t t = u / chunks;
+    const std::size_t c = u % chunks;
+    const auto range = layout.chunk(recv_block(t), c);
+    std::byte* slot = scratch.data() + (u % kPipelineDepth) * chunk_bytes;
+    if (t + 1 < steps) {
+      reduce(dtype, op, slot, in + range.offset * es, slot, range.count);
+      slot_send[u % kPipelineDepth] =
+          ctx.send(right, (t + 1) * chunks + c, {slot, range.count * es});
+    } else {
+      std::byte* dst = out + (range.offset - own_start) * es;
+      reduce(dtype, op, dst, in + range.offset * es, slot, range.count);
+      if (op == HM_AVG) finalize_average(dtype, dst, range.count, n);
+    }
+  }
+  for (auto& s : slot_send) {
+    if (s) ctx.wait(*s);
+  }
+  ctx.wait_all(sends);
+  if (!direct) std::memcpy(recv, staged.data(), block_bytes);
+}
+
+void ring_allgather(CollectiveContext& ctx, const void* send, void* recv, std::size_t sendcount,
+                    hm_dtype_t dtype) {
+  const std::size_t es = dtype_size(dtype);
+  const int n = ctx.size();
+  const int r = ctx.rank();
+  auto* out = static_cast<std::byte*>(recv);
+  const std::size_t block_bytes = sendcount * es;
+  if (sendcount == 0) return;
+  std::byte* own = out + static_cast<std::size_t>(r) * block_bytes;
+  if (send != own) {
+    // Our block may sit where another rank's block will land (send == recv): copy it first.
+    std::memmove(own, send, block_bytes);
+  }
+  if (n == 1) return;
+  const BlockLayout layout(sendcount * static_cast<std::size_t>(n), n, chunk_elements(ctx, es));
+  const std::size_t chunks = layout.chunks();
+  const int right = ring_mod(r + 1, n);
+  const int left = ring_mod(r - 1, n);
+  const auto steps = static_cast<std::size_t>(n - 1);
+  auto recv_block = [&](std::size_t t) { return ring_mod(r - static_cast<long long>(t) - 1, n); };
+  std::vector<Transfer> sends;
+  for (std::size_t c = 0; c < chunks; ++c) {
+    const auto range = layout.chunk(r, c);
+    if (range.count > 0) sends.push_back(ctx.send(right, c, bytes_of(out, range, es)));
+  }
+  const std::size_t units = steps * chunks;
+  RecvWindow window(ctx, units, kPipelineDepth, [&](std::size_t u) -> std::optional<Transfer> {
+    const auto range = layout.chunk(recv_block(u / chunks), u % chunks);
+    if (range.count == 0) return std::nullopt;
+    return ctx.recv(left, u, bytes_of(out, range, es));
+  });
+  for (std::size_t u = 0; u < units; ++u) {
+    if (!window.wait(u)) continue;
+    const std::size_t t = u / chunks;
+    const std::size_t c = u % chunks;
+    if (t + 1 < steps) {
+      const auto range = layout.chunk(recv_block(t), c);
+      sends.push_back(ctx.send(right, (t + 1) * chunks + c, bytes_of(out, range, es)));
+    }
+  }
+  ctx.wait_all(sends);
+}
+
+}  // namespace holmes

@@ -1,0 +1,163 @@
+// holmes::Communicator and holmes::Request: the public C++ API, forwarding to CommunicatorImpl.
+#include <holmes/holmes.hpp>
+
+#include "communicator/communicator_impl.hpp"
+#include "core/status.hpp"
+
+namespace holmes {
+
+using detail::CollectiveCall;
+using detail::CommunicatorImpl;
+
+void Request::wait() {
+  if (!impl_) fail(HM_ERR_INVALID_ARGUMENT, "wait on an empty Request");
+  auto impl = impl_;
+  impl->comm->wait(*impl);
+}
+
+bool Request::test() {
+  if (!impl_) fail(HM_ERR_INVALID_ARGUMENT, "test on an empty Request");
+  return impl_->comm->test(*impl_);
+}
+
+Communicator::Communicator(std::shared_ptr<CommunicatorImpl> impl) : impl_(std::move(impl)) {}
+Communicator::Communicator(Communicator&&) noexcept = default;
+Communicator& Communicator::operator=(Communicator&& other) noexcept {
+  if (this != &other) {
+    if (impl_) impl_->close();
+    impl_ = std::move(other.impl_);
+  }
+  return *this;
+}
+Communicator::~Communicator() {
+  if (impl_) impl_->close();
+}
+
+Communicator Communicator::init_from_env() { return init(Config{}); }
+
+Communicator Communicator::init(const Config& config) {
+  return Communicator(CommunicatorImpl::create_world(detail::resolve_config(config)));
+}
+
+CommunicatorImpl& Communicator::impl() const {
+  if (!impl_) fail(HM_ERR_INVALID_ARGUMENT, "the Communicator is empty (moved from or not a member)");
+  return *impl_;
+}
+
+void Communicator::check_sizes(std::size_t a, std::size_t b, const char* what) {
+  require(a == b, "{} sizes differ: {} and {} elements", what, a, b);
+}
+
+int Communicator::rank() const { return impl().rank(); }
+int Communicator::size() const { return impl().size(); }
+std::chrono::milliseconds Communicator::timeout() const { return impl().timeout(); }
+
+Communicator Communicator::split(int color, int key) const {
+  return Communicator(impl().split(color, key));
+}
+
+void Communicator::abort() noexcept {
+  if (impl_) impl_->abort();
+}
+
+hm_status_t Communicator::async_error() const noexcept {
+  return impl_ ? impl_->async_error() : HM_ERR_INVALID_ARGUMENT;
+}
+
+namespace {
+
+CollectiveCall make_call(CollectiveKind kind, const void* send, void* recv,
+                         std::size_t count, hm_dtype_t dtype, hm_op_t op, int root) {
+  CollectiveCall call;
+  call.kind = kind;
+  call.send = send;
+  call.recv = recv;
+  call.count = count;
+  call.dtype = dtype;
+  call.op = op;
+  call.root = root;
+  return call;
+}
+
+}  // namespace
+
+
+
+void Communicator::allreduce(const void* send, void* recv, std::size_t count, hm_dtype_t dtype,
+                             hm_op_t op) {
+  impl().collective(make_call(CollectiveKind::kAllreduce, send, recv, count, dtype, op, 0), true);
+}
+void Communicator::reduce_scatter(const void* send, void* recv, std::size_t recvcount,
+                                  hm_dtype_t dtype, hm_op_t op) {
+  impl().collective(
+      make_call(CollectiveKind::kReduceScatter, send, recv, recvcount, dtype, op, 0), true);
+}
+void Communicator::allgather(const void* send, void* recv, std::size_t sendcount,
+                             hm_dtype_t dtype) {
+  impl().collective(
+      make_call(CollectiveKind::kAllgather, send, recv, sendcount, dtype, HM_SUM, 0), true);
+}
+void Communicator::broadcast(void* buffer, std::size_t count, hm_dtype_t dtype, int root) {
+  impl().collective(
+      make_call(CollectiveKind::kBroadcast, buffer, buffer, count, dtype, HM_SUM, root), true);
+}
+void Communicator::reduce(const void* send, void* recv, std::size_t count, hm_dtype_t dtype,
+                          hm_op_t op, int root) {
+  impl().collective(make_call(CollectiveKind::kReduce, send, recv, count, dtype, op, root), true);
+}
+void Communicator::alltoall(const void* send, void* recv, std::size_t count, hm_dtype_t dtype) {
+  impl().collective(make_call(CollectiveKind::kAlltoall, send, recv, count, dtype, HM_SUM, 0),
+                    true);
+}
+void Communicator::send(const void* buffer, std::size_t count, hm_dtype_t dtype, int peer) {
+  impl().point_to_point(true, buffer, count, dtype, peer, true);
+}
+void Communicator::recv(void* buffer, std::size_t count, hm_dtype_t dtype, int peer) {
+  impl().point_to_point(false, buffer, count, dtype, peer, true);
+}
+void Communicator::barrier() {
+  impl().collective(make_call(CollectiveKind::kBarrier, nullptr, nullptr, 0, HM_UINT8, HM_SUM, 0),
+                    true);
+}
+
+Request Communicator::iallreduce(const void* send, void* recv, std::size_t count,
+                                 hm_dtype_t dtype, hm_op_t op) {
+  return Request(impl().collective(
+      make_call(CollectiveKind::kAllreduce, send, recv, count, dtype, op, 0), false));
+}
+Request Communicator::ireduce_scatter(const void* send, void* recv, std::size_t recvcount,
+                                      hm_dtype_t dtype, hm_op_t op) {
+  return Request(impl().collective(
+      make_call(CollectiveKind::kReduceScatter, send, recv, recvcount, dtype, op, 0), false));
+}
+Request Communicator::iallgather(const void* send, void* recv, std::size_t sendcount,
+                                 hm_dtype_t dtype) {
+  return Request(impl().collective(
+      make_call(CollectiveKind::kAllgather, send, recv, sendcount, dtype, HM_SUM, 0), false));
+}
+Request Communicator::ibroadcast(void* buffer, std::size_t count, hm_dtype_t dtype, int root) {
+  return Request(impl().collective(
+      make_call(CollectiveKind::kBroadcast, buffer, buffer, count, dtype, HM_SUM, root), false));
+}
+Request Communicator::ireduce(const void* send, void* recv, std::size_t count, hm_dtype_t dtype,
+                              hm_op_t op, int root) {
+  return Request(impl().collective(
+      make_call(CollectiveKind::kReduce, send, recv, count, dtype, op, root), false));
+}
+Request Communicator::ialltoall(const void* send, void* recv, std::size_t count,
+                                hm_dtype_t dtype) {
+  return Request(impl().collective(
+      make_call(CollectiveKind::kAlltoall, send, recv, count, dtype, HM_SUM, 0), false));
+}
+Request Communicator::isend(const void* buffer, std::size_t count, hm_dtype_t dtype, int peer) {
+  return Request(impl().point_to_point(true, buffer, count, dtype, peer, false));
+}
+Request Communicator::irecv(void* buffer, std::size_t count, hm_dtype_t dtype, int peer) {
+  return Request(impl().point_to_point(false, buffer, count, dtype, peer, false));
+}
+Request Communicator::ibarrier() {
+  return Request(impl().collective(
+      make_call(CollectiveKind::kBarrier, nullptr, nullptr, 0, HM_UINT8, HM_SUM, 0), false));
+}
+
+}  // namespace holmes

@@ -1,0 +1,121 @@
+// The communicator: a set of ranks, the transport that links them, and the bookkeeping that
+// keeps every rank's messages apart (operation sequence numbers, per-peer point-to-point
+// counters). It validates every call, picks the algorithm, runs it, and turns any failure into
+// a recorded, named error: after a timeout, a dead peer or a mismatch the communicator is
+// unusable (every later call returns that error) until destroyed.
+#pragma once
+
+#include <holmes/holmes.hpp>
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "collectives/context.hpp"
+#include "communicator/config.hpp"
+#include "communicator/op_queue.hpp"
+#include "core/completion.hpp"
+#include "transports/transport.hpp"
+
+namespace holmes::detail {
+
+class CommunicatorImpl;
+
+// A nonblocking operation as the API hands it out.
+struct RequestImpl {
+  std::shared_ptr<CommunicatorImpl> comm;
+  CompletionPtr request;
+  bool collective = false;  // runs on the op queue (else: a point-to-point transfer)
+  int peer = -1;            // point-to-point only
+  std::string what;         // e.g. "hm_isend to rank 3"
+};
+
+struct CollectiveCall {
+  CollectiveKind kind = CollectiveKind::kBarrier;
+  const void* send = nullptr;
+  void* recv = nullptr;
+  std::size_t count = 0;
+  hm_dtype_t dtype = HM_UINT8;
+  hm_op_t op = HM_SUM;
+  int root = 0;
+};
+
+class CommunicatorImpl : public std::enable_shared_from_this<CommunicatorImpl> {
+ public:
+  struct Params {
+    int rank = 0;
+    int size = 1;
+    std::string context;  // unique name of this communicator within the job
+    std::unique_ptr<Transport> transport;
+    std::chrono::milliseconds timeout{kDefaultTimeoutMs};
+    std::size_t chunk_bytes = kDefaultChunkBytes;
+    int sockets_per_peer = kDefaultSocketsPerPeer;
+    std::string local_addr;  // where this rank listens; split communicators listen there too
+    std::string token;
+    std::optional<std::string> topology;
+  };
+
+  explicit CommunicatorImpl(Params params);
+  ~CommunicatorImpl();
+
+  // Collective over the job: rendezvous through the store, then a transport to every rank.
+  static std::shared_ptr<CommunicatorImpl> create_world(const ResolvedConfig& config);
+  // Collective over this communicator; nullptr for HM_COLOR_UNDEFINED.
+  std::shared_ptr<CommunicatorImpl> split(int color, int key);
+
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+  std::chrono::milliseconds timeout() const { return timeout_; }
+
+  // Validates, then runs the collective now (after any queued nonblocking ones) when blocking,
+  // or queues it and returns its request.
+  std::shared_ptr<RequestImpl> collective(const CollectiveCall& call, bool blocking);
+  std::shared_ptr<RequestImpl> point_to_point(bool is_send, const void* buffer, std::size_t count,
+                                              hm_dtype_t dtype, int peer, bool blocking);
+
+  // Throw holmes::Error when the operation failed or the wait timed out.
+  void wait(RequestImpl& request);
+  bool test(RequestImpl& request);
+
+  void abort() noexcept;
+  // Closes every connection and stops the worker; in-flight operations end HM_ERR_ABORTED.
+  void close() noexcept;
+  hm_status_t async_error() const;
+
+ private:
+  void validate(const CollectiveCall& call) const;
+  void execute(const CollectiveCall& call, std::uint64_t sequence);
+  void check_usable() const;
+  // Records the first failure and closes the transport so no buffer is touched afterwards.
+  void poison(hm_status_t status, const std::string& message) noexcept;
+
+  int rank_;
+  int size_;
+  std::string context_;
+  std::unique_ptr<Transport> transport_;
+  std::chrono::milliseconds timeout_;
+  std::size_t chunk_bytes_;
+  int sockets_per_peer_;
+  std::string local_addr_;
+  std::string token_;
+  std::optional<std::string> topology_;
+
+  std::uint64_t next_sequence_ = 0;  // collectives issued so far (same on every rank)
+  std::uint64_t splits_ = 0;
+  std::vector<std::uint64_t> sent_to_;  // point-to-point messages per peer
+  std::vector<std::uint64_t> received_from_;
+
+  mutable std::mutex state_mutex_;
+  hm_status_t error_ = HM_SUCCESS;
+  std::string error_message_;
+  bool closed_ = false;
+  std::atomic<std::uint64_t> progress_{0};
+  OpQueue queue_;
+};
+
+}  // namespace holmes::detail

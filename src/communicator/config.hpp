@@ -1,0 +1,35 @@
+// Everything a world communicator needs to start, resolved from (in order of precedence) the
+// caller's Config, the environment (bootstrap/launch_env.hpp) and the defaults. Errors name the
+// setting that is missing or wrong and where it could come from.
+#pragma once
+
+#include <holmes/holmes.hpp>
+
+#include <chrono>
+#include <optional>
+#include <string>
+
+#include "core/env.hpp"
+
+namespace holmes::detail {
+
+constexpr int kDefaultTimeoutMs = 300000;
+constexpr int kDefaultSocketsPerPeer = 2;
+constexpr std::size_t kDefaultChunkBytes = 512u << 10;
+
+struct ResolvedConfig {
+  int rank = 0;
+  int world_size = 1;
+  HostPort store;
+  std::string token;
+  std::optional<std::string> topology;
+  bool serve_store = false;
+  std::chrono::milliseconds timeout{kDefaultTimeoutMs};
+  int sockets_per_peer = kDefaultSocketsPerPeer;
+  std::optional<std::string> local_addr;
+  std::size_t chunk_bytes = kDefaultChunkBytes;
+};
+
+ResolvedConfig resolve_config(const Config& config);
+
+}  // namespace holmes::detail

@@ -1,0 +1,57 @@
+#include "communicator/runtime.hpp"
+
+#include <netdb.h>
+#include <sys/socket.h>
+
+#include <fmt/format.h>
+
+#include "core/log.hpp"
+#include "core/status.hpp"
+
+namespace holmes::detail {
+namespace {
+
+// The numeric address of a host name ("localhost" -> "127.0.0.1"), or the text itself.
+std::string numeric_address(const std::string& host) {
+  addrinfo hints{};
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* found = nullptr;
+  if (::getaddrinfo(host.c_str(), nullptr, &hints, &found) != 0 || found == nullptr) return host;
+  char text[NI_MAXHOST] = {0};
+  const int rc = ::getnameinfo(found->ai_addr, found->ai_addrlen, text, sizeof(text), nullptr, 0,
+                               NI_NUMERICHOST);
+  ::freeaddrinfo(found);
+  return rc == 0 ? std::string(text) : host;
+}
+
+}  // namespace
+
+Runtime& Runtime::get() {
+  static Runtime runtime;
+  return runtime;
+}
+
+void Runtime::serve_store(const std::string& host, std::uint16_t port, const std::string& token) {
+  std::lock_guard lock(mutex_);
+  const std::string key = fmt::format("{}:{}", host, port);
+  if (stores_.count(key)) return;
+  const std::string address = numeric_address(host);
+  try {
+    stores_[key] = std::make_unique<StoreServer>(StoreServerOptions{address, port, token});
+  } catch (const Error& first) {
+    // The store's host name may name this machine by an address it does not own (a NAT, a
+    // service name): fall back to every address, as torchrun's store does.
+    try {
+      const std::string any = address.find(':') != std::string::npos ? "::" : "0.0.0.0";
+      stores_[key] = std::make_unique<StoreServer>(StoreServerOptions{any, port, token});
+    } catch (const Error&) {
+      fail(HM_ERR_TRANSPORT,
+           "cannot serve the rendezvous store at {}: {} (is another job, holmes-run or "
+           "holmes-store serving it? then set HOLMES_STORE_SERVE=0)",
+           key, first.what());
+    }
+  }
+  HM_LOG_INFO("serving the rendezvous store at {}", key);
+}
+
+}  // namespace holmes::detail

@@ -1,0 +1,45 @@
+// A Completion is the outcome of one asynchronous operation: a transport send or receive, or a
+// whole nonblocking collective. Whoever does the work calls complete() once; callers wait()
+// until a deadline. Waiting blocks on a condition variable: it never spins.
+#pragma once
+
+#include <holmes/holmes.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "core/clock.hpp"
+
+namespace holmes {
+
+class Completion {
+ public:
+  Completion() = default;
+  Completion(const Completion&) = delete;
+  Completion& operator=(const Completion&) = delete;
+
+  // Records the outcome and wakes waiters. Only the first call counts; returns whether it was.
+  bool complete(hm_status_t status = HM_SUCCESS, std::string message = {});
+
+  bool done() const { return done_.load(std::memory_order_acquire); }
+  // Meaningful once done().
+  hm_status_t status() const { return status_; }
+  const std::string& message() const { return message_; }
+
+  // Blocks until done or the deadline; returns done().
+  bool wait_until(const Deadline& deadline);
+
+ private:
+  std::mutex mutex_;
+  std::condition_variable done_cv_;
+  std::atomic<bool> done_{false};
+  hm_status_t status_ = HM_SUCCESS;
+  std::string message_;
+};
+
+using CompletionPtr = std::shared_ptr<Completion>;
+
+}  // namespace holmes

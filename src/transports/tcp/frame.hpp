@@ -1,0 +1,34 @@
+// The tcp transport's frame header. Every message travels as one or more fragments, each a
+// fixed 40-byte header followed by `length` payload bytes:
+//   u32 magic "HMF1" | u32 signature | u64 tag | u64 total | u64 offset | u32 length | u32 flags
+// Fragments of one message may travel on different sockets of the same peer and arrive in any
+// order; (tag, offset) place them. decode() bounds-checks every field before anything is used.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <span>
+
+namespace holmes::tcp {
+
+constexpr std::uint32_t kFrameMagic = 0x31464d48;  // "HMF1"
+constexpr std::size_t kFrameHeaderBytes = 40;
+constexpr std::size_t kMaxFragmentBytes = 4u << 20;       // a fragment never exceeds 4 MiB
+constexpr std::uint64_t kMaxMessageBytes = 1ull << 40;    // 1 TiB
+
+struct FrameHeader {
+  std::uint32_t signature = 0;
+  std::uint64_t tag = 0;
+  std::uint64_t total = 0;   // bytes in the whole message
+  std::uint64_t offset = 0;  // where this fragment's payload goes
+  std::uint32_t length = 0;  // payload bytes following this header
+  std::uint32_t flags = 0;
+
+  std::array<std::uint8_t, kFrameHeaderBytes> encode() const;
+  // nullopt when the magic is wrong or the fields are out of bounds.
+  static std::optional<FrameHeader> decode(std::span<const std::uint8_t, kFrameHeaderBytes> bytes);
+};
+
+}  // namespace holmes::tcp

@@ -1,0 +1,868 @@
+#include "transports/tcp/tcp_transport.hpp"
+
+#include "core/asio.hpp"
+
+#include <algorithm>
+#include <atomic>
+#include <deque>
+#include <future>
+#include <mutex>
+#include <thread>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+
+#include "bootstrap/auth.hpp"
+#include "core/bytes.hpp"
+#include "core/env.hpp"
+#include "core/log.hpp"
+#include "core/status.hpp"
+#include "transports/tcp/frame.hpp"
+
+namespace holmes::tcp {
+namespace {
+
+namespace asio = boost::asio;
+using asio::ip::tcp;
+using boost::system::error_code;
+
+// Below this a message is not split across sockets: the per-fragment cost would dominate.
+constexpr std::size_t kMinSplitBytes = 64u << 10;
+constexpr int kMaxSocketsPerPeer = 16;
+// Identity a connecting rank sends after its proof: u32 rank, u32 link index, u32 link count.
+constexpr std::size_t kIdentityBytes = 12;
+
+// One isend: complete when all its fragments have been written to the kernel.
+struct SendOp {
+  CompletionPtr request;
+  std::size_t fragments_left = 0;
+};
+
+struct Fragment {
+  std::shared_ptr<SendOp> op;
+  std::array<std::uint8_t, kFrameHeaderBytes> header{};
+  const std::byte* data = nullptr;
+  std::size_t length = 0;
+};
+
+// A connection this rank opened to a peer; it only sends on it.
+struct OutLink {
+  explicit OutLink(asio::io_context& io) : socket(io), timer(io) {}
+  tcp::socket socket;
+  asio::steady_timer timer;  // bounds connect + handshake
+  bool ready = false;
+  bool writing = false;
+  std::deque<Fragment> queue;
+  std::size_t queued_bytes = 0;
+  std::array<std::uint8_t, auth::Challenge::kWireBytes> challenge{};
+  std::vector<std::uint8_t> hello;  // proof + identity
+  std::array<std::uint8_t, auth::Verdict::kWireBytes> verdict{};
+  auth::Nonce server_nonce{};
+  auth::Nonce client_nonce{};
+};
+
+// A connection a peer opened to this rank; it only receives on it.
+struct InLink {
+  InLink(asio::io_context& io, tcp::socket s) : socket(std::move(s)), timer(io) {}
+  tcp::socket socket;
+  asio::steady_timer timer;  // bounds the handshake
+  int peer = -1;             // known once the peer has proven the token
+  std::string remote;
+  auth::Nonce server_nonce{};
+  std::array<std::uint8_t, auth::Challenge::kWireBytes> challenge{};
+  std::array<std::uint8_t, auth::Proof::kWireBytes + kIdentityBytes> hello{};
+  std::array<std::uint8_t, auth::Verdict::kWireBytes> verdict{};
+  std::array<std::uint8_t, kFrameHeaderBytes> header{};
+  bool closed = false;
+};
+
+struct PeerState {
+  std::string address;  // "ip:port" it listens on
+  std::vector<std::shared_ptr<OutLink>> out;
+  int out_ready = 0;
+  bool connecting = false;
+  std::deque<Fragment> backlog;  // sends waiting for the connections
+  int in_expected = 0;           // links the peer said it opens to us
+  int in_closed = 0;
+  bool gone = false;  // all its links to us closed: it will send nothing more
+  hm_status_t failure = HM_SUCCESS;
+  std::string failure_message;
+};
+
+struct Key {
+  int peer;
+  std::uint64_t tag;
+  bool operator==(const Key&) const = default;
+};
+struct KeyHash {
+  std::size_t operator()(const Key& k) const {
+    return std::hash<std::uint64_t>()(k.tag * 0x9e3779b97f4a7c15ull ^ static_cast<unsigned>(k.peer));
+  }
+};
+
+struct PostedRecv {
+  CompletionPtr request;
+  std::byte* data = nullptr;
+  std::size_t size = 0;
+  std::uint32_t signature = 0;
+  std::size_t received = 0;
+};
+
+// Fragments of a message that arrived before its receive was posted.
+struct Unexpected {
+  std::uint64_t total = 0;
+  std::uint32_t signature = 0;
+  std::size_t received = 0;
+  std::vector<std::pair<std::uint64_t, std::vector<std::byte>>> pieces;
+};
+
+class TcpTransport final : public Transport {
+ public:
+  explicit TcpTransport(const TcpOptions& options);
+  ~TcpTransport() override;
+
+  const char* name() const override { return "tcp"; }
+  std::string listen_address() const override { return listen_address_; }
+  void set_peers(int rank, std::vector<std::string> addresses) override;
+  CompletionPtr isend(int peer, std::uint64_t tag, std::uint32_t signature,
+                   std::span<const std::byte> data) override;
+  CompletionPtr irecv(int peer, std::uint64_t tag, std::uint32_t signature,
+                   std::span<std::byte> data) override;
+  void shutdown(hm_status_t status, const std::string& why, bool wait) override;
+  LinkProperties link(int peer) const override;
+
+ private:
+  // Everything below runs on the io thread only.
+  void start_send(int peer, std::uint64_t tag, std::uint32_t signature,
+                  std::span<const std::byte> data, const CompletionPtr& request);
+  void start_recv(int peer, std::uint64_t tag, std::uint32_t signature, std::span<std::byte> data,
+                  const CompletionPtr& request);
+  void enqueue(int peer, Fragment fragment);
+  void write_next(int peer, const std::shared_ptr<OutLink>& link);
+  void connect_peer(int peer);
+  void client_handshake(int peer, int index, const std::shared_ptr<OutLink>& link);
+  void link_ready(int peer, const std::shared_ptr<OutLink>& link);
+  void accept_next();
+  void server_handshake(const std::shared_ptr<InLink>& link);
+  void check_hello(const std::shared_ptr<InLink>& link);
+  void read_header(const std::shared_ptr<InLink>& link);
+  void on_fragment(const std::shared_ptr<InLink>& link, const FrameHeader& header);
+  void deliver_piece(const Key& key, std::uint64_t total, std::uint32_t signature,
+                     std::uint64_t offset, std::vector<std::byte> piece);
+  void account_received(const Key& key, const CompletionPtr& request, std::size_t bytes);
+  void discard_payload(const std::shared_ptr<InLink>& link, std::size_t length);
+  void in_link_closed(const std::shared_ptr<InLink>& link, const error_code& ec);
+  void refuse(const std::shared_ptr<InLink>& link, const std::string& why);
+  void fail_peer(int peer, hm_status_t status, const std::string& message);
+  void fail_posted_from(int peer, hm_status_t status, const std::string& message);
+  void do_shutdown(hm_status_t status, const std::string& why);
+  std::string context_for(int from, int to, int index, int count) const;
+  std::string peer_name(int peer) const;
+  void configure(tcp::socket& socket) const;
+
+  TcpOptions options_;
+  asio::io_context io_;
+  asio::executor_work_guard<asio::io_context::executor_type> work_;
+  tcp::acceptor acceptor_;
+  std::string listen_address_;
+
+  mutable std::mutex addresses_mutex_;  // addresses_ is also read by link() on other threads
+  std::vector<std::string> addresses_;
+
+  std::atomic<int> rank_{-1};
+  std::atomic<int> size_{0};  // 0 until set_peers
+  std::vector<PeerState> peers_;
+  std::unordered_set<std::shared_ptr<InLink>> in_links_;
+  std::vector<std::shared_ptr<InLink>> early_hellos_;  // proven later, once peers are known
+  std::unordered_map<Key, PostedRecv, KeyHash> posted_;
+  std::unordered_map<Key, Unexpected, KeyHash> unexpected_;
+  bool closed_ = false;
+  hm_status_t closed_status_ = HM_SUCCESS;
+  std::string closed_why_;
+  std::atomic<bool> shutdown_requested_{false};
+  std::thread thread_;
+};
+
+TcpTransport::TcpTransport(const TcpOptions& options)
+    : options_(options), work_(asio::make_work_guard(io_)), acceptor_(io_) {
+  require(options_.sockets_per_peer >= 1 && options_.sockets_per_peer <= kMaxSocketsPerPeer,
+          "tcp: sockets per peer must be in [1, {}], got {}", kMaxSocketsPerPeer,
+          options_.sockets_per_peer);
+  error_code ec;
+  const auto address = asio::ip::make_address(options_.listen_host, ec);
+  if (ec) fail(HM_ERR_INVALID_ARGUMENT, "tcp: '{}' is not an IP address", options_.listen_host);
+  const tcp::endpoint endpoint(address, 0);
+  acceptor_.open(endpoint.protocol(), ec);
+  if (!ec) acceptor_.bind(endpoint, ec);
+  if (!ec) acceptor_.listen(asio::socket_base::max_listen_connections, ec);
+  if (ec) {
+    fail(HM_ERR_TRANSPORT, "tcp: cannot listen on {}: {}", options_.listen_host, ec.message());
+  }
+  const auto bound = acceptor_.local_endpoint();
+  listen_address_ = address.is_v6() ? fmt::format("[{}]:{}", address.to_string(), bound.port())
+                                    : fmt::format("{}:{}", address.to_string(), bound.port());
+  accept_next();
+  thread_ = std::thread([this] { io_.run(); });
+}
+
+TcpTransport::~TcpTransport() {
+  shutdown(HM_ERR_ABORTED, "the communicator was destroyed", true);
+  work_.reset();
+  io_.stop();
+  if (thread_.joinable()) thread_.join();
+}
+
+void TcpTransport::set_peers(int rank, std::vector<std::string> addresses) {
+  const auto size = static_cast<int>(addresses.size());
+  require(rank >= 0 && rank < size, "tcp: rank {} outside [0, {})", rank, size);
+  require(size_.load() == 0, "tcp: peers were already set");
+  {
+    std::lock_guard lock(addresses_mutex_);
+    addresses_ = addresses;
+  }
+  rank_ = rank;
+  size_.store(size);
+  asio::post(io_, [this, addresses = std::move(addresses)] {
+    peers_.resize(addresses.size());
+    for (std::size_t i = 0; i < addresses.size(); ++i) peers_[i].address = addresses[i];
+    // Connections that arrived before we knew our peers can be checked now.
+    auto waiting = std::move(early_hellos_);
+    early_hellos_.clear();
+    for (auto& link : waiting) {
+      if (!link->closed) check_hello(link);
+    }
+  });
+}
+
+CompletionPtr TcpTransport::isend(int peer, std::uint64_t tag, std::uint32_t signature,
+                               std::span<const std::byte> data) {
+  require(peer >= 0 && peer < size_.load() && peer != rank_.load(), "tcp: cannot send to rank {}", peer);
+  auto request = std::make_shared<Completion>();
+  asio::post(io_, [this, peer, tag, signature, data, request] {
+    start_send(peer, tag, signature, data, request);
+  });
+  return request;
+}
+
+CompletionPtr TcpTransport::irecv(int peer, std::uint64_t tag, std::uint32_t signature,
+                               std::span<std::byte> data) {
+  require(peer >= 0 && peer < size_.load() && peer != rank_.load(), "tcp: cannot receive from rank {}",
+          peer);
+  auto request = std::make_shared<Completion>();
+  asio::post(io_, [this, peer, tag, signature, data, request] {
+    start_recv(peer, tag, signature, data, request);
+  });
+  return request;
+}
+
+void TcpTransport::shutdown(hm_status_t status, const std::string& why, bool wait) {
+  auto done = std::make_shared<std::promise<void>>();
+  auto finished = done->get_future();
+  shutdown_requested_.store(true);
+  asio::post(io_, [this, status, why, done] {
+    do_shutdown(status, why);
+    done->set_value();
+  });
+  if (wait && std::this_thread::get_id() != thread_.get_id()) {
+    // The io thread never blocks, so this is quick; the bound only guards against a stopped
+    // io_context.
+    finished.wait_for(std::chrono::seconds(30));
+  }
+}
+
+LinkProperties TcpTransport::link(int peer) const {
+  std::lock_guard lock(addresses_mutex_);
+  const std::string where =
+      peer >= 0 && static_cast<std::size_t>(peer) < addresses_.size() ? addresses_[peer] : "?";
+  return {"tcp", fmt::format("tcp {} x{} sockets", where, options_.sockets_per_peer), 0, 0};
+}
+
+std::string TcpTransport::peer_name(int peer) const {
+  std::lock_guard lock(addresses_mutex_);
+  const std::string where =
+      peer >= 0 && static_cast<std::size_t>(peer) < addresses_.size() ? addresses_[peer] : "?";
+  return fmt::format("rank {} (tcp {})", peer, where);
+}
+
+std::string TcpTransport::context_for(int from, int to, int index, int count) const {
+  return fmt::format("data|{}|{}->{}|{}/{}", options_.context, from, to, index, count);
+}
+
+void TcpTransport::configure(tcp::socket& socket) const {
+  error_code ignored;
+  socket.set_option(tcp::no_delay(true), ignored);
+  if (options_.socket_buffer_bytes > 0) {
+    socket.set_option(asio::socket_base::send_buffer_size(options_.socket_buffer_bytes), ignored);
+    socket.set_option(asio::socket_base::receive_buffer_size(options_.socket_buffer_bytes),
+                      ignored);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Sending
+// ---------------------------------------------------------------------------------------------
+
+void TcpTransport::start_send(int peer, std::uint64_t tag, std::uint32_t signature,
+                              std::span<const std::byte> data, const CompletionPtr& request) {
+  if (closed_) {
+    request->complete(closed_status_, closed_why_);
+    return;
+  }
+  auto& p = peers_[peer];
+  if (p.failure != HM_SUCCESS) {
+    request->complete(p.failure, p.failure_message);
+    return;
+  }
+  const std::size_t total = data.size();
+  const auto sockets = static_cast<std::size_t>(options_.sockets_per_peer);
+  std::size_t piece = total;
+  if (total > kMinSplitBytes) {
+    piece = std::max(kMinSplitBytes, (total + sockets - 1) / sockets);
+  }
+  piece = std::min(piece, kMaxFragmentBytes);
+  const std::size_t count = total == 0 ? 1 : (total + piece - 1) / piece;
+  auto op = std::make_shared<SendOp>();
+  op->request = request;
+  op->fragments_left = count;
+  for (std::size_t i = 0; i < count; ++i) {
+    Fragment f;
+    f.op = op;
+    f.data = data.data() + i * piece;
+    f.length = std::min(piece, total - i * piece);
+    FrameHeader h;
+    h.signature = signature;
+    h.tag = tag;
+    h.total = total;
+    h.offset = i * piece;
+    h.length = static_cast<std::uint32_t>(f.length);
+    f.header = h.encode();
+    if (p.out_ready == options_.sockets_per_peer) {
+      enqueue(peer, std::move(f));
+    } else {
+      p.backlog.push_back(std::move(f));
+    }
+  }
+  if (p.out_ready < options_.sockets_per_peer && !p.connecting) connect_peer(peer);
+}
+
+void TcpTransport::enqueue(int peer, Fragment fragment) {
+  auto& p = peers_[peer];
+  auto best = std::min_element(p.out.begin(), p.out.end(), [](const auto& a, const auto& b) {
+    return a->queued_bytes < b->queued_bytes;
+  });
+  auto& link = *best;
+  link->queued_bytes += fragment.length;
+  link->queue.push_back(std::move(fragment));
+  if (!link->writing) write_next(peer, link);
+}
+
+void TcpTransport::write_next(int peer, const std::shared_ptr<OutLink>& link) {
+  if (link->queue.empty()) {
+    link->writing = false;
+    return;
+  }
+  link->writing = true;
+  const Fragment& f = link->queue.front();  // deque references survive push_back
+  const std::array<asio::const_buffer, 2> buffers{asio::buffer(f.header),
+                                                  asio::buffer(f.data, f.length)};
+  asio::async_write(link->socket, buffers, [this, peer, link](const error_code& ec, std::size_t) {
+    if (closed_ || link->queue.empty()) return;  // shut down: the op was already failed
+    if (ec) {
+      fail_peer(peer, HM_ERR_PEER_FAILED,
+                fmt::format("sending to {} failed: {}", peer_name(peer), ec.message()));
+      return;
+    }
+    Fragment done = std::move(link->queue.front());
+    link->queue.pop_front();
+    link->queued_bytes -= done.length;
+    if (--done.op->fragments_left == 0) done.op->request->complete();
+    write_next(peer, link);
+  });
+}
+
+void TcpTransport::connect_peer(int peer) {
+  auto& p = peers_[peer];
+  p.connecting = true;
+  std::string host;
+  std::uint16_t port = 0;
+  try {
+    const auto hp = parse_host_port(p.address, fmt::format("address of rank {}", peer));
+    host = hp.host;
+    port = hp.port;
+  } catch (const Error& e) {
+    fail_peer(peer, HM_ERR_INVALID_ARGUMENT, e.what());
+    return;
+  }
+  error_code ec;
+  const auto address = asio::ip::make_address(host, ec);
+  if (ec) {
+    fail_peer(peer, HM_ERR_INVALID_ARGUMENT,
+              fmt::format("rank {} published '{}', which is not an IP address", peer, p.address));
+    return;
+  }
+  const tcp::endpoint endpoint(address, port);
+  for (int i = 0; i < options_.sockets_per_peer; ++i) {
+    auto link = std::make_shared<OutLink>(io_);
+    p.out.push_back(link);
+    link->timer.expires_after(options_.connect_timeout);
+    link->timer.async_wait([this, peer, link](const error_code& ec) {
+      if (ec || closed_ || link->ready) return;
+      fail_peer(peer, HM_ERR_TIMEOUT,
+                fmt::format("could not connect to {} within {} ms", peer_name(peer),
+                            options_.connect_timeout.count()));
+    });
+    link->socket.async_connect(endpoint, [this, peer, i, link](const error_code& ec) {
+      if (closed_ || peers_[peer].failure != HM_SUCCESS) return;
+      if (ec) {
+        fail_peer(peer, HM_ERR_PEER_FAILED,
+                  fmt::format("cannot connect to {}: {}", peer_name(peer), ec.message()));
+        return;
+      }
+      configure(link->socket);
+      client_handshake(peer, i, link);
+    });
+  }
+}
+
+void TcpTransport::client_handshake(int peer, int index, const std::shared_ptr<OutLink>& link) {
+  asio::async_read(link->socket, asio::buffer(link->challenge), [this, peer, index, link](
+                                                                    const error_code& ec,
+                                                                    std::size_t) {
+    if (closed_ || peers_[peer].failure != HM_SUCCESS) return;
+    auth::Challenge challenge;
+    if (ec || !auth::Challenge::decode(link->challenge, auth::Channel::kData, challenge)) {
+      fail_peer(peer, ec ? HM_ERR_PEER_FAILED : HM_ERR_AUTH,
+                fmt::format("{} did not answer as a Holmes endpoint{}", peer_name(peer),
+                            ec ? ": " + ec.message() : std::string()));
+      return;
+    }
+    link->server_nonce = challenge.server_nonce;
+    auth::Proof proof;
+    proof.client_nonce = auth::random_nonce();
+    link->client_nonce = proof.client_nonce;
+    proof.mac = auth::compute_mac(
+        options_.token, auth::Role::kClient, auth::Channel::kData, link->server_nonce,
+        proof.client_nonce, context_for(rank_.load(), peer, index, options_.sockets_per_peer));
+    ByteWriter hello;
+    hello.put_bytes(proof.encode());
+    hello.put<std::uint32_t>(static_cast<std::uint32_t>(rank_.load()));
+    hello.put<std::uint32_t>(static_cast<std::uint32_t>(index));
+    hello.put<std::uint32_t>(static_cast<std::uint32_t>(options_.sockets_per_peer));
+    link->hello = std::move(hello.bytes());
+    asio::async_write(
+        link->socket, asio::buffer(link->hello),
+        [this, peer, index, link](const error_code& ec, std::size_t) {
+          if (closed_ || peers_[peer].failure != HM_SUCCESS) return;
+          if (ec) {
+            fail_peer(peer, HM_ERR_PEER_FAILED,
+                      fmt::format("handshake with {} failed: {}", peer_name(peer), ec.message()));
+            return;
+          }
+          asio::async_read(
+              link->socket, asio::buffer(link->verdict),
+              [this, peer, index, link](const error_code& ec, std::size_t) {
+                if (closed_ || peers_[peer].failure != HM_SUCCESS) return;
+                const auto verdict = auth::Verdict::decode(link->verdict);
+                if (ec || !verdict.accepted) {
+                  fail_peer(peer, HM_ERR_AUTH,
+                            fmt::format("{} refused this rank's job token (HOLMES_TOKEN differs, "
+                                        "or another communicator listens there)",
+                                        peer_name(peer)));
+                  return;
+                }
+                const auto expected = auth::compute_mac(
+                    options_.token, auth::Role::kServer, auth::Channel::kData,
+                    link->server_nonce, link->client_nonce,
+                    context_for(rank_.load(), peer, index, options_.sockets_per_peer));
+                if (!auth::macs_equal(expected, verdict.mac)) {
+                  fail_peer(peer, HM_ERR_AUTH,
+                            fmt::format("{} could not prove the job token", peer_name(peer)));
+                  return;
+                }
+                link_ready(peer, link);
+              });
+        });
+  });
+}
+
+void TcpTransport::link_ready(int peer, const std::shared_ptr<OutLink>& link) {
+  link->ready = true;
+  link->timer.cancel();
+  auto& p = peers_[peer];
+  if (++p.out_ready < options_.sockets_per_peer) return;
+  auto backlog = std::move(p.backlog);
+  p.backlog.clear();
+  for (auto& f : backlog) enqueue(peer, std::move(f));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Receiving
+// ---------------------------------------------------------------------------------------------
+
+void TcpTransport::accept_next() {
+  acceptor_.async_accept([this](const error_code& ec, tcp::socket socket) {
+    if (closed_ || ec == asio::error::operation_aborted) return;
+    if (!ec) {
+      configure(socket);
+      auto link = std::make_shared<InLink>(io_, std::move(socket));
+      error_code rec;
+      const auto remote = link->socket.remote_endpoint(rec);
+      link->remote =
+          rec ? std::string("?") : fmt::format("{}:{}", remote.address().to_string(), remote.port());
+      in_links_.insert(link);
+      server_handshake(link);
+    }
+    accept_next();
+  });
+}
+
+void TcpTransport::server_handshake(const std::shared_ptr<InLink>& link) {
+  link->timer.expires_after(options_.connect_timeout);
+  link->timer.async_wait([this, link](const error_code& ec) {
+    if (!ec && !closed_ && link->peer < 0) refuse(link, "no proof of the job token in time");
+  });
+  auth::Challenge challenge;
+  challenge.channel = auth::Channel::kData;
+  challenge.server_nonce = auth::random_nonce();
+  link->server_nonce = challenge.server_nonce;
+  link->challenge = challenge.encode();
+  asio::async_write(link->socket, asio::buffer(link->challenge),
+                    [this, link](const error_code& ec, std::size_t) {
+                      if (closed_ || link->closed) return;
+                      if (ec) return refuse(link, "closed during the handshake");
+                      asio::async_read(link->socket, asio::buffer(link->hello),
+                                       [this, link](const error_code& ec, std::size_t) {
+                                         if (closed_ || link->closed) return;
+                                         if (ec) return refuse(link, "closed before its proof");
+                                         if (peers_.empty()) {
+                                           early_hellos_.push_back(link);
+                                         } else {
+                                           check_hello(link);
+                                         }
+                                       });
+                    });
+}
+
+void TcpTransport::check_hello(const std::shared_ptr<InLink>& link) {
+  const auto proof = auth::Proof::decode(
+      std::span<const std::uint8_t, auth::Proof::kWireBytes>(link->hello.data(),
+                                                             auth::Proof::kWireBytes));
+  const std::uint8_t* identity = link->hello.data() + auth::Proof::kWireBytes;
+  const auto rank = load_le<std::uint32_t>(identity);
+  const auto index = load_le<std::uint32_t>(identity + 4);
+  const auto count = load_le<std::uint32_t>(identity + 8);
+  auth::Verdict verdict;
+  std::string why;
+  if (rank >= peers_.size() || rank == static_cast<std::uint32_t>(rank_.load())) {
+    why = fmt::format("claims to be rank {}, not a peer of rank {} of {}", rank, rank_.load(),
+                      peers_.size());
+  } else if (count == 0 || count > kMaxSocketsPerPeer || index >= count) {
+    why = fmt::format("claims link {} of {}", index, count);
+  } else {
+    const auto context = context_for(static_cast<int>(rank), rank_.load(),
+                                     static_cast<int>(index), static_cast<int>(count));
+    const auto expected =
+        auth::compute_mac(options_.token, auth::Role::kClient, auth::Channel::kData,
+                          link->server_nonce, proof.client_nonce, context);
+    if (auth::macs_equal(expected, proof.mac)) {
+      verdict.accepted = true;
+      verdict.mac = auth::compute_mac(options_.token, auth::Role::kServer, auth::Channel::kData,
+                                      link->server_nonce, proof.client_nonce, context);
+    } else {
+      why = "wrong job token (or another communicator)";
+    }
+  }
+  link->verdict = verdict.encode();
+  asio::async_write(link->socket, asio::buffer(link->verdict),
+                    [this, link, accepted = verdict.accepted, why, rank, count](
+                        const error_code& ec, std::size_t) {
+                      if (closed_ || link->closed) return;
+                      if (!accepted) return refuse(link, why);
+                      if (ec) return refuse(link, "closed during the handshake");
+                      link->timer.cancel();
+                      link->peer = static_cast<int>(rank);
+                      auto& p = peers_[link->peer];
+                      p.in_expected = static_cast<int>(count);
+                      read_header(link);
+                    });
+}
+
+void TcpTransport::refuse(const std::shared_ptr<InLink>& link, const std::string& why) {
+  if (link->closed) return;
+  HM_LOG_WARN("tcp rank {}: refused connection from {}: {}", rank_.load(), link->remote, why);
+  link->closed = true;
+  error_code ignored;
+  link->timer.cancel();
+  link->socket.close(ignored);
+  in_links_.erase(link);
+}
+
+void TcpTransport::read_header(const std::shared_ptr<InLink>& link) {
+  asio::async_read(link->socket, asio::buffer(link->header),
+                   [this, link](const error_code& ec, std::size_t) {
+                     if (closed_ || link->closed) return;
+                     if (ec) return in_link_closed(link, ec);
+                     const auto header = FrameHeader::decode(link->header);
+                     if (!header) {
+                       fail_peer(link->peer, HM_ERR_TRANSPORT,
+                                 fmt::format("{} sent a malformed frame header; connection "
+                                             "dropped",
+                                             peer_name(link->peer)));
+                       return;
+                     }
+                     on_fragment(link, *header);
+                   });
+}
+
+void TcpTransport::on_fragment(const std::shared_ptr<InLink>& link, const FrameHeader& h) {
+  const Key key{link->peer, h.tag};
+  if (auto it = posted_.find(key); it != posted_.end()) {
+    PostedRecv& r = it->second;
+    if (h.total != r.size || h.signature != r.signature) {
+      const auto message =
+          h.total != r.size
+              ? fmt::format("{} sent {} bytes where this rank expects {}", peer_name(link->peer),
+                            h.total, r.size)
+              : fmt::format("{} is in a different operation (signature {:08x}, expected {:08x}): "
+                            "the ranks disagree on collective, count, dtype, op or root",
+                            peer_name(link->peer), h.signature, r.signature);
+      r.request->complete(HM_ERR_MISMATCH, message);
+      posted_.erase(it);
+      discard_payload(link, h.length);
+      return;
+    }
+    if (h.length == 0) {
+      account_received(key, r.request, 0);
+      read_header(link);
+      return;
+    }
+    auto request = r.request;
+    const std::size_t length = h.length;
+    asio::async_read(link->socket, asio::buffer(r.data + h.offset, length),
+                     [this, link, key, request, length](const error_code& ec, std::size_t) {
+                       if (closed_ || link->closed) return;
+                       if (ec) return in_link_closed(link, ec);
+                       account_received(key, request, length);
+                       read_header(link);
+                     });
+    return;
+  }
+  auto [entry, fresh] = unexpected_.try_emplace(key);
+  if (fresh) {
+    entry->second.total = h.total;
+    entry->second.signature = h.signature;
+  } else if (entry->second.total != h.total || entry->second.signature != h.signature) {
+    fail_peer(link->peer, HM_ERR_TRANSPORT,
+              fmt::format("{} sent fragments of one message with different sizes",
+                          peer_name(link->peer)));
+    return;
+  }
+  if (h.length == 0) {
+    read_header(link);
+    return;
+  }
+  auto piece = std::make_shared<std::vector<std::byte>>(h.length);
+  asio::async_read(link->socket, asio::buffer(*piece),
+                   [this, link, key, piece, total = h.total, signature = h.signature,
+                    offset = h.offset](const error_code& ec, std::size_t) {
+                     if (closed_ || link->closed) return;
+                     if (ec) return in_link_closed(link, ec);
+                     deliver_piece(key, total, signature, offset, std::move(*piece));
+                     read_header(link);
+                   });
+}
+
+void TcpTransport::deliver_piece(const Key& key, std::uint64_t total, std::uint32_t signature,
+                                 std::uint64_t offset, std::vector<std::byte> piece) {
+  // The receive may have been posted while this piece was on its way in.
+  if (auto it = posted_.find(key); it != posted_.end()) {
+    std::copy(piece.begin(), piece.end(), it->second.data + offset);
+    account_received(key, it->second.request, piece.size());
+    return;
+  }
+  auto& entry = unexpected_[key];
+  entry.total = total;
+  entry.signature = signature;
+  entry.received += piece.size();
+  entry.pieces.emplace_back(offset, std::move(piece));
+}
+
+void TcpTransport::account_received(const Key& key, const CompletionPtr& request, std::size_t bytes) {
+  auto it = posted_.find(key);
+  if (it == posted_.end() || it->second.request != request) return;
+  it->second.received += bytes;
+  if (it->second.received == it->second.size) {
+    posted_.erase(it);
+    request->complete();
+  }
+}
+
+void TcpTransport::discard_payload(const std::shared_ptr<InLink>& link, std::size_t length) {
+  if (length == 0) {
+    read_header(link);
+    return;
+  }
+  auto sink = std::make_shared<std::vector<std::byte>>(length);
+  asio::async_read(link->socket, asio::buffer(*sink),
+                   [this, link, sink](const error_code& ec, std::size_t) {
+                     if (closed_ || link->closed) return;
+                     if (ec) return in_link_closed(link, ec);
+                     read_header(link);
+                   });
+}
+
+void TcpTransport::start_recv(int peer, std::uint64_t tag, std::uint32_t signature,
+                              std::span<std::byte> data, const CompletionPtr& request) {
+  if (closed_) {
+    request->complete(closed_status_, closed_why_);
+    return;
+  }
+  const Key key{peer, tag};
+  PostedRecv r{request, data.data(), data.size(), signature, 0};
+  if (auto it = unexpected_.find(key); it != unexpected_.end()) {
+    Unexpected& u = it->second;
+    if (u.total != r.size || u.signature != r.signature) {
+      request->complete(
+          HM_ERR_MISMATCH,
+          u.total != r.size
+              ? fmt::format("{} sent {} bytes where this rank expects {}", peer_name(peer),
+                            u.total, r.size)
+              : fmt::format("{} is in a different operation (signature {:08x}, expected {:08x}): "
+                            "the ranks disagree on collective, count, dtype, op or root",
+                            peer_name(peer), u.signature, r.signature));
+      unexpected_.erase(it);
+      return;
+    }
+    for (auto& [offset, bytes] : u.pieces) {
+      std::copy(bytes.begin(), bytes.end(), r.data + offset);
+    }
+    r.received = u.received;
+    unexpected_.erase(it);
+    if (r.received == r.size) {
+      request->complete();
+      return;
+    }
+  }
+  const auto& p = peers_[peer];
+  if (p.failure != HM_SUCCESS) {
+    request->complete(p.failure, p.failure_message);
+    return;
+  }
+  if (p.gone) {
+    request->complete(HM_ERR_PEER_FAILED,
+                      fmt::format("{} closed its connections before sending this message",
+                                  peer_name(peer)));
+    return;
+  }
+  posted_.emplace(key, r);
+}
+
+void TcpTransport::in_link_closed(const std::shared_ptr<InLink>& link, const error_code& ec) {
+  if (link->closed) return;
+  link->closed = true;
+  error_code ignored;
+  link->socket.close(ignored);
+  in_links_.erase(link);
+  if (link->peer < 0) return;
+  auto& p = peers_[link->peer];
+  if (ec != asio::error::eof) {
+    fail_peer(link->peer, HM_ERR_PEER_FAILED,
+              fmt::format("connection from {} broke: {}", peer_name(link->peer), ec.message()));
+    return;
+  }
+  // A clean close: the peer finished (or died and the kernel closed its sockets). Once all its
+  // links are closed nothing more can arrive from it.
+  if (++p.in_closed >= p.in_expected && !p.gone) {
+    p.gone = true;
+    fail_posted_from(link->peer, HM_ERR_PEER_FAILED,
+                     fmt::format("{} closed its connections (process exited or communicator "
+                                 "destroyed) while this rank waits for data from it",
+                                 peer_name(link->peer)));
+  }
+}
+
+void TcpTransport::fail_posted_from(int peer, hm_status_t status, const std::string& message) {
+  for (auto it = posted_.begin(); it != posted_.end();) {
+    if (it->first.peer == peer) {
+      it->second.request->complete(status, message);
+      it = posted_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  for (auto it = unexpected_.begin(); it != unexpected_.end();) {
+    it = it->first.peer == peer && it->second.received < it->second.total ? unexpected_.erase(it)
+                                                                           : std::next(it);
+  }
+}
+
+void TcpTransport::fail_peer(int peer, hm_status_t status, const std::string& message) {
+  if (peer < 0) return;
+  auto& p = peers_[peer];
+  if (p.failure != HM_SUCCESS) return;
+  HM_LOG_WARN("tcp rank {}: {}", rank_.load(), message);
+  p.failure = status;
+  p.failure_message = message;
+  error_code ignored;
+  for (auto& link : p.out) {
+    link->timer.cancel();
+    link->socket.close(ignored);
+    for (auto& f : link->queue) f.op->request->complete(status, message);
+    link->queue.clear();
+    link->queued_bytes = 0;
+  }
+  for (auto& f : p.backlog) f.op->request->complete(status, message);
+  p.backlog.clear();
+  for (auto it = in_links_.begin(); it != in_links_.end();) {
+    if ((*it)->peer == peer) {
+      (*it)->closed = true;
+      (*it)->timer.cancel();
+      (*it)->socket.close(ignored);
+      it = in_links_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  fail_posted_from(peer, status, message);
+}
+
+void TcpTransport::do_shutdown(hm_status_t status, const std::string& why) {
+  if (closed_) return;
+  closed_ = true;
+  closed_status_ = status;
+  closed_why_ = why;
+  error_code ignored;
+  acceptor_.close(ignored);
+  // Close every socket first: from here on no read can land in a caller's buffer.
+  for (auto& p : peers_) {
+    for (auto& link : p.out) {
+      link->timer.cancel();
+      link->socket.close(ignored);
+    }
+  }
+  for (const auto& link : in_links_) {
+    link->closed = true;
+    link->timer.cancel();
+    link->socket.close(ignored);
+  }
+  in_links_.clear();
+  for (auto& p : peers_) {
+    for (auto& link : p.out) {
+      for (auto& f : link->queue) f.op->request->complete(status, why);
+      link->queue.clear();
+    }
+    for (auto& f : p.backlog) f.op->request->complete(status, why);
+    p.backlog.clear();
+  }
+  for (auto& [key, r] : posted_) r.request->complete(status, why);
+  posted_.clear();
+  unexpected_.clear();
+}
+
+}  // namespace
+
+std::unique_ptr<Transport> make_tcp_transport(const TcpOptions& options) {
+  return std::make_unique<TcpTransport>(options);
+}
+
+}  // namespace holmes::tcp

@@ -1,0 +1,63 @@
+// The one interface every transport implements, shaped like NCCL's net plugin: an endpoint
+// listens, learns where its peers listen, and moves tagged messages with nonblocking
+// isend/irecv whose Requests complete later. Collectives are written against this interface
+// only and never know which transport carries them.
+//
+// Contract:
+//  - A (peer, tag) pair names at most one message in flight in each direction; the layer above
+//    makes tags unique (operation sequence number + step + chunk).
+//  - The receiver's buffer size must equal the message size and the sender's signature (a hash
+//    of the operation: collective, count, dtype, op, root) must equal the receiver's; otherwise
+//    the receive completes with HM_ERR_MISMATCH.
+//  - Buffers passed to isend/irecv belong to the transport until their Request completes, or
+//    until shutdown() has returned.
+#pragma once
+
+#include <holmes/holmes.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "core/completion.hpp"
+
+namespace holmes {
+
+// What a link can carry: the transport's name and its nominal speed, for logs, queries and (in
+// time) the cost model.
+struct LinkProperties {
+  std::string transport;        // "tcp", "ucx", "shm", ...
+  std::string description;      // e.g. "tcp 10.0.0.2:41234 x2 sockets"
+  double bandwidth_gbytes = 0;  // nominal bandwidth, GB/s; 0 when unknown
+  double latency_us = 0;        // nominal one-way latency; 0 when unknown
+};
+
+class Transport {
+ public:
+  virtual ~Transport() = default;
+
+  virtual const char* name() const = 0;
+
+  // Where peers reach this endpoint; exchanged by the communicator (store or parent comm).
+  virtual std::string listen_address() const = 0;
+
+  // This endpoint's rank and where every rank listens (index = rank). Called once, before any
+  // isend/irecv; connections are made when first needed. Until then, incoming connections wait.
+  virtual void set_peers(int rank, std::vector<std::string> addresses) = 0;
+
+  virtual CompletionPtr isend(int peer, std::uint64_t tag, std::uint32_t signature,
+                           std::span<const std::byte> data) = 0;
+  virtual CompletionPtr irecv(int peer, std::uint64_t tag, std::uint32_t signature,
+                           std::span<std::byte> data) = 0;
+
+  // Fails every pending and future operation with `status` and closes all connections. With
+  // wait == true it returns only when no buffer handed to the transport will be touched again;
+  // with wait == false it returns at once (for hm_comm_abort) and waiters wake shortly after.
+  virtual void shutdown(hm_status_t status, const std::string& why, bool wait) = 0;
+
+  virtual LinkProperties link(int peer) const = 0;
+};
+
+}  // namespace holmes
