@@ -71,8 +71,7 @@ void chain_reduce(CollectiveContext& ctx, const void* send, void* recv, std::siz
     ctx.wait_all(sends);
     return;
   }
-  const std::size_t chunk_bytes = chunk_elements(ctx, es) * es;
-  std::vector<std::byte> scratch(kPipelineDepth * chunk_bytes);
+  const ScratchSlots scratch(ctx, layout, es);
   std::vector<std::optional<Transfer>> slot_send(kPipelineDepth);
   RecvWindow window(ctx, chunks, kPipelineDepth, [&](std::size_t c) -> std::optional<Transfer> {
     const auto range = layout.chunk(0, c);
@@ -81,14 +80,13 @@ void chain_reduce(CollectiveContext& ctx, const void* send, void* recv, std::siz
       ctx.wait(*previous_send);
       previous_send.reset();
     }
-    return ctx.recv(previous, c,
-                    {scratch.data() + (c % kPipelineDepth) * chunk_bytes, range.count * es});
+    return ctx.recv(previous, c, {scratch.slot(c), range.count * es});
   });
   auto* out = static_cast<std::byte*>(recv);
   for (std::size_t c = 0; c < chunks; ++c) {
     window.wait(c);
     const auto range = layout.chunk(0, c);
-    std::byte* slot = scratch.data() + (c % kPipelineDepth) * chunk_bytes;
+    std::byte* slot = scratch.slot(c);
     if (is_root) {
       std::byte* dst = out + range.offset * es;
       reduce(dtype, op, dst, in + range.offset * es, slot, range.count);

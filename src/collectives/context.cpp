@@ -51,7 +51,8 @@ std::uint64_t p2p_tag(std::uint64_t sequence) {
 CollectiveContext::CollectiveContext(Transport& transport, int rank, int size,
                                      std::uint64_t sequence, std::uint32_t signature,
                                      std::chrono::milliseconds timeout, std::size_t chunk_bytes,
-                                     std::string what, std::atomic<std::uint64_t>* progress)
+                                     std::string what, std::vector<std::byte>* scratch_pool,
+                                     std::atomic<std::uint64_t>* progress)
     : transport_(transport),
       rank_(rank),
       size_(size),
@@ -60,7 +61,13 @@ CollectiveContext::CollectiveContext(Transport& transport, int rank, int size,
       timeout_(timeout),
       chunk_bytes_(chunk_bytes),
       what_(std::move(what)),
+      scratch_pool_(scratch_pool != nullptr ? scratch_pool : &own_scratch_),
       progress_(progress) {}
+
+std::byte* CollectiveContext::scratch(std::size_t bytes) {
+  if (scratch_pool_->size() < bytes) scratch_pool_->resize(bytes);
+  return scratch_pool_->data();
+}
 
 Transfer CollectiveContext::send(int peer, std::uint64_t step, std::span<const std::byte> data) {
   return {transport_.isend(peer, collective_tag(sequence_, step), signature_, data), peer, false};

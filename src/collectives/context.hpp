@@ -55,11 +55,16 @@ class CollectiveContext {
   CollectiveContext(Transport& transport, int rank, int size, std::uint64_t sequence,
                     std::uint32_t signature, std::chrono::milliseconds timeout,
                     std::size_t chunk_bytes, std::string what,
+                    std::vector<std::byte>* scratch_pool = nullptr,
                     std::atomic<std::uint64_t>* progress = nullptr);
 
   int rank() const { return rank_; }
   int size() const { return size_; }
   std::size_t chunk_bytes() const { return chunk_bytes_; }
+
+  // Scratch memory for this operation: reused across the communicator's calls (they never run
+  // concurrently), so small collectives do not pay for allocating and touching fresh pages.
+  std::byte* scratch(std::size_t bytes);
 
   Transfer send(int peer, std::uint64_t step, std::span<const std::byte> data);
   Transfer recv(int peer, std::uint64_t step, std::span<std::byte> data);
@@ -78,6 +83,8 @@ class CollectiveContext {
   std::chrono::milliseconds timeout_;
   std::size_t chunk_bytes_;
   std::string what_;
+  std::vector<std::byte>* scratch_pool_;
+  std::vector<std::byte> own_scratch_;  // when no pool was given
   std::atomic<std::uint64_t>* progress_;
 };
 

@@ -96,6 +96,17 @@ inline std::size_t chunk_elements(const CollectiveContext& ctx, std::size_t elem
   return std::max<std::size_t>(1, ctx.chunk_bytes() / element_size);
 }
 
+// Scratch slots for received chunks: `kPipelineDepth` of them, each as large as the largest
+// chunk of `layout` (small messages need far less than a whole chunk).
+struct ScratchSlots {
+  ScratchSlots(CollectiveContext& ctx, const BlockLayout& layout, std::size_t element_size)
+      : slot_bytes(layout.chunk(0, 0).count * element_size),
+        base(ctx.scratch(kPipelineDepth * slot_bytes)) {}
+  std::byte* slot(std::size_t unit) const { return base + (unit % kPipelineDepth) * slot_bytes; }
+  std::size_t slot_bytes;
+  std::byte* base;
+};
+
 // True when [a, a + a_len) and [b, b + b_len) share a byte.
 inline bool overlaps(const void* a, std::size_t a_len, const void* b, std::size_t b_len) {
   const auto pa = reinterpret_cast<std::uintptr_t>(a);

@@ -54,8 +54,7 @@ void ring_allreduce(CollectiveContext& ctx, const void* send, void* recv, std::s
                         : ring_mod(r - static_cast<long long>(t - rs_steps), n);
   };
 
-  const std::size_t chunk_bytes = chunk_elements(ctx, es) * es;
-  std::vector<std::byte> scratch(kPipelineDepth * chunk_bytes);
+  const ScratchSlots scratch(ctx, layout, es);
   std::vector<Transfer> sends;
   for (std::size_t c = 0; c < chunks; ++c) {
     const auto range = layout.chunk(send_block(0), c);
@@ -68,10 +67,9 @@ void ring_allreduce(CollectiveContext& ctx, const void* send, void* recv, std::s
     if (range.count == 0) return std::nullopt;
     // Reduce-scatter chunks land in scratch (they are combined with our input); allgather
     // chunks are final and land in place.
-    const std::span<std::byte> target =
-        t < rs_steps ? std::span(scratch.data() + (u % kPipelineDepth) * chunk_bytes,
-                                 range.count * es)
-                     : bytes_of(out, range, es);
+    const std::span<std::byte> target = t < rs_steps
+                                            ? std::span(scratch.slot(u), range.count * es)
+                                            : bytes_of(out, range, es);
     return ctx.recv(left, u, target);
   });
   for (std::size_t u = 0; u < units; ++u) {
@@ -81,8 +79,7 @@ void ring_allreduce(CollectiveContext& ctx, const void* send, void* recv, std::s
     const auto range = layout.chunk(recv_block(t), c);
     std::byte* mine = out + range.offset * es;
     if (t < rs_steps) {
-      reduce(dtype, op, mine, in + range.offset * es,
-             scratch.data() + (u % kPipelineDepth) * chunk_bytes, range.count);
+      reduce(dtype, op, mine, in + range.offset * es, scratch.slot(u), range.count);
       if (t == rs_steps - 1 && op == HM_AVG) finalize_average(dtype, mine, range.count, n);
     }
     if (t + 1 < steps) sends.push_back(ctx.send(right, (t + 1) * chunks + c, {mine, range.count * es}));
@@ -117,8 +114,7 @@ void ring_reduce_scatter(CollectiveContext& ctx, const void* send, void* recv,
   auto send_block = [&](std::size_t t) { return ring_mod(r - static_cast<long long>(t) - 1, n); };
   auto recv_block = [&](std::size_t t) { return ring_mod(r - static_cast<long long>(t) - 2, n); };
 
-  const std::size_t chunk_bytes = chunk_elements(ctx, es) * es;
-  std::vector<std::byte> scratch(kPipelineDepth * chunk_bytes);
+  const ScratchSlots scratch(ctx, layout, es);
   // A partial sum is sent from its scratch slot; the slot is reused only after that send.
   std::vector<std::optional<Transfer>> slot_send(kPipelineDepth);
   std::vector<Transfer> sends;
@@ -135,8 +131,7 @@ void ring_reduce_scatter(CollectiveContext& ctx, const void* send, void* recv,
       ctx.wait(*previous);
       previous.reset();
     }
-    return ctx.recv(left, u, {scratch.data() + (u % kPipelineDepth) * chunk_bytes,
-                              range.count * es});
+    return ctx.recv(left, u, {scratch.slot(u), range.count * es});
   });
   const std::size_t own_start = layout.block_start(r);
   for (std::size_t u = 0; u < units; ++u) {
@@ -144,7 +139,7 @@ void ring_reduce_scatter(CollectiveContext& ctx, const void* send, void* recv,
     const std::size_t t = u / chunks;
     const std::size_t c = u % chunks;
     const auto range = layout.chunk(recv_block(t), c);
-    std::byte* slot = scratch.data() + (u % kPipelineDepth) * chunk_bytes;
+    std::byte* slot = scratch.slot(u);
     if (t + 1 < steps) {
       reduce(dtype, op, slot, in + range.offset * es, slot, range.count);
       slot_send[u % kPipelineDepth] =

@@ -244,7 +244,7 @@ void CommunicatorImpl::execute(const CollectiveCall& call, std::uint64_t sequenc
   CollectiveContext ctx(*transport_, rank_, size_, sequence, signature, timeout_, chunk_bytes_,
                         fmt::format("{} #{} on rank {}", collective_name(call.kind), sequence,
                                     rank_),
-                        &progress_);
+                        &scratch_, &progress_);
   try {
     switch (call.kind) {
       case CollectiveKind::kAllreduce:

@@ -115,6 +115,7 @@ class CommunicatorImpl : public std::enable_shared_from_this<CommunicatorImpl> {
   std::string error_message_;
   bool closed_ = false;
   std::atomic<std::uint64_t> progress_{0};
+  std::vector<std::byte> scratch_;  // reused by every collective (they run one at a time)
   OpQueue queue_;
 };
 
