@@ -10,6 +10,17 @@
 
 namespace holmes {
 
+namespace {
+
+store::Request make_request(store::Op op, std::string_view key) {
+  store::Request request;
+  request.op = op;
+  request.key = std::string(key);
+  return request;
+}
+
+}  // namespace
+
 struct StoreClient::Reply {
   store::Reply reply;
   std::vector<std::uint8_t> value;
@@ -98,7 +109,8 @@ void StoreClient::set(std::string_view key, std::span<const std::uint8_t> value)
     fail(HM_ERR_INVALID_ARGUMENT, "store key or value too large (key {} bytes, value {} bytes)",
          key.size(), value.size());
   }
-  store::Request request{store::Op::kSet, std::string(key), {value.begin(), value.end()}};
+  auto request = make_request(store::Op::kSet, key);
+  request.value.assign(value.begin(), value.end());
   call(store::encode_request(request), Deadline::after(io_timeout_), "SET", key);
 }
 
@@ -107,7 +119,7 @@ void StoreClient::set(std::string_view key, std::string_view value) {
 }
 
 std::vector<std::uint8_t> StoreClient::get(std::string_view key, const Deadline& deadline) {
-  store::Request request{store::Op::kGet, std::string(key)};
+  auto request = make_request(store::Op::kGet, key);
   const auto wait = std::min<std::int64_t>(deadline.remaining().count(), 0xffffffffLL);
   request.timeout_ms = static_cast<std::uint32_t>(wait);
   // The server answers TIMEOUT itself; give the reply a little slack on our side.
@@ -125,7 +137,7 @@ std::string StoreClient::get_string(std::string_view key, const Deadline& deadli
 }
 
 std::int64_t StoreClient::add(std::string_view key, std::int64_t delta) {
-  store::Request request{store::Op::kAdd, std::string(key)};
+  auto request = make_request(store::Op::kAdd, key);
   request.delta = delta;
   const auto reply = call(store::encode_request(request), Deadline::after(io_timeout_), "ADD", key);
   const std::string text(reply.value.begin(), reply.value.end());
@@ -133,13 +145,13 @@ std::int64_t StoreClient::add(std::string_view key, std::int64_t delta) {
 }
 
 bool StoreClient::check(std::string_view key) {
-  store::Request request{store::Op::kCheck, std::string(key)};
+  auto request = make_request(store::Op::kCheck, key);
   return call(store::encode_request(request), Deadline::after(io_timeout_), "CHECK", key).reply ==
          store::Reply::kOk;
 }
 
 bool StoreClient::remove(std::string_view key) {
-  store::Request request{store::Op::kDelete, std::string(key)};
+  auto request = make_request(store::Op::kDelete, key);
   return call(store::encode_request(request), Deadline::after(io_timeout_), "DELETE", key).reply ==
          store::Reply::kOk;
 }

@@ -17,8 +17,10 @@
 namespace holmes::detail {
 namespace {
 
-// Bytes a single buffer may span: pointer arithmetic must not overflow.
-constexpr std::size_t kMaxBufferBytes = static_cast<std::size_t>(PTRDIFF_MAX);
+// Bytes a single buffer may span. No process has more than 2^48 bytes of address space (x86-64
+// and arm64 user space), so a larger count is a bug in the caller (often a negative number
+// converted to size_t), refused before it could overflow pointer arithmetic or a memcpy.
+constexpr std::size_t kMaxBufferBytes = std::size_t{1} << 48;
 
 // Fixed-size record each rank contributes to the allgather inside comm_split.
 constexpr std::size_t kSplitRecordBytes = 128;

@@ -1,0 +1,216 @@
+// Errors through the C API, with real ranks: bad arguments are refused with
+// HM_ERR_INVALID_ARGUMENT and a message before anything is sent; ranks that disagree get
+// HM_ERR_MISMATCH; a silent peer gives HM_ERR_TIMEOUT naming it; hm_comm_abort wakes a blocked
+// thread. Faults are provoked in separate communicators so the world stays healthy.
+#include <holmes/holmes.h>
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <cstdlib>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "world.hpp"
+
+namespace holmes::test {
+namespace {
+
+// A C handle on a split of the world (collective), released at the end of the scope.
+struct CComm {
+  hm_comm_t handle = nullptr;
+  CComm() {
+    // Reach the C API through a fresh world built from the same environment: hm_init_from_env
+    // meets the other ranks' n-th init through the store.
+    EXPECT_EQ(hm_init_from_env(&handle), HM_SUCCESS) << hm_last_error_message();
+  }
+  explicit CComm(int timeout_ms) {
+    hm_config_t config = HM_CONFIG_INITIALIZER;
+    config.timeout_ms = timeout_ms;
+    EXPECT_EQ(hm_init(&config, &handle), HM_SUCCESS) << hm_last_error_message();
+  }
+  ~CComm() {
+    if (handle != nullptr) hm_comm_destroy(handle);
+  }
+};
+
+bool mentions(const char* message, const char* word) {
+  return std::string(message).find(word) != std::string::npos;
+}
+
+TEST(InvalidArgumentTest, RefusedWithAMessageAndNothingSent) {
+  CComm comm;
+  hm_comm_t c = comm.handle;
+  int rank = -1;
+  int size = 0;
+  ASSERT_EQ(hm_comm_rank(c, &rank), HM_SUCCESS);
+  ASSERT_EQ(hm_comm_size(c, &size), HM_SUCCESS);
+  float x[4] = {1, 2, 3, 4};
+  float y[4] = {0};
+
+  EXPECT_EQ(hm_allreduce(c, nullptr, y, 4, HM_FLOAT32, HM_SUM), HM_ERR_INVALID_ARGUMENT);
+  EXPECT_TRUE(mentions(hm_last_error_message(), "sendbuf is NULL")) << hm_last_error_message();
+  EXPECT_EQ(hm_allreduce(c, x, nullptr, 4, HM_FLOAT32, HM_SUM), HM_ERR_INVALID_ARGUMENT);
+  EXPECT_TRUE(mentions(hm_last_error_message(), "recvbuf is NULL"));
+  EXPECT_EQ(hm_allreduce(c, x, y, 4, static_cast<hm_dtype_t>(42), HM_SUM),
+            HM_ERR_INVALID_ARGUMENT);
+  EXPECT_TRUE(mentions(hm_last_error_message(), "unknown dtype 42"));
+  EXPECT_EQ(hm_allreduce(c, x, y, 4, HM_FLOAT32, static_cast<hm_op_t>(-3)),
+            HM_ERR_INVALID_ARGUMENT);
+  EXPECT_TRUE(mentions(hm_last_error_message(), "unknown reduction op -3"));
+  EXPECT_EQ(hm_allreduce(c, x, y, SIZE_MAX, HM_FLOAT32, HM_SUM), HM_ERR_INVALID_ARGUMENT);
+  EXPECT_TRUE(mentions(hm_last_error_message(), "overflows"));
+  EXPECT_EQ(hm_allgather(c, x, y, SIZE_MAX / 8, HM_UINT8), HM_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(hm_broadcast(c, x, 4, HM_FLOAT32, size), HM_ERR_INVALID_ARGUMENT);
+  EXPECT_TRUE(mentions(hm_last_error_message(), "root"));
+  EXPECT_EQ(hm_broadcast(c, nullptr, 4, HM_FLOAT32, 0), HM_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(hm_reduce(c, x, y, 4, HM_FLOAT32, HM_SUM, -1), HM_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(hm_reduce(c, x, nullptr, 4, HM_FLOAT32, HM_SUM, rank), HM_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(hm_send(c, x, 4, HM_FLOAT32, size), HM_ERR_INVALID_ARGUMENT);
+  EXPECT_TRUE(mentions(hm_last_error_message(), "peer"));
+  EXPECT_EQ(hm_recv(c, y, 4, HM_FLOAT32, -1), HM_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(hm_send(c, nullptr, 4, HM_FLOAT32, (rank + 1) % size), HM_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(hm_alltoall(c, x, nullptr, 1, HM_FLOAT32), HM_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(hm_reduce_scatter(c, x, y, 1, HM_FLOAT32, HM_OP_COUNT), HM_ERR_INVALID_ARGUMENT);
+  // Null handles and out-pointers.
+  EXPECT_EQ(hm_allreduce(nullptr, x, y, 4, HM_FLOAT32, HM_SUM), HM_ERR_INVALID_ARGUMENT);
+  EXPECT_TRUE(mentions(hm_last_error_message(), "comm is NULL"));
+  EXPECT_EQ(hm_comm_rank(c, nullptr), HM_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(hm_iallreduce(c, x, y, 4, HM_FLOAT32, HM_SUM, nullptr), HM_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(hm_wait(nullptr), HM_ERR_INVALID_ARGUMENT);
+  hm_request_t none = nullptr;
+  EXPECT_EQ(hm_wait(&none), HM_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(hm_comm_destroy(nullptr), HM_ERR_INVALID_ARGUMENT);
+  size_t bytes = 0;
+  EXPECT_EQ(hm_dtype_size(HM_DTYPE_COUNT, &bytes), HM_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(hm_dtype_size(HM_BFLOAT16, &bytes), HM_SUCCESS);
+  EXPECT_EQ(bytes, 2u);
+  // A bad color is reported after every rank has taken part (no one is left waiting).
+  hm_comm_t sub = nullptr;
+  EXPECT_EQ(hm_comm_split(c, -5, 0, &sub), HM_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(sub, nullptr);
+  // None of that broke the communicator.
+  hm_status_t async = HM_ERR_INTERNAL;
+  EXPECT_EQ(hm_comm_get_async_error(c, &async), HM_SUCCESS);
+  EXPECT_EQ(async, HM_SUCCESS);
+  EXPECT_EQ(hm_allreduce(c, x, y, 4, HM_FLOAT32, HM_SUM), HM_SUCCESS);
+  EXPECT_EQ(y[3], 4.0f * size);
+}
+
+TEST(InvalidArgumentTest, BadConfig) {
+  hm_comm_t comm = nullptr;
+  EXPECT_EQ(hm_init(nullptr, &comm), HM_ERR_INVALID_ARGUMENT);
+  hm_config_t config = HM_CONFIG_INITIALIZER;
+  config.size = 3;  // not initialised from HM_CONFIG_INITIALIZER
+  EXPECT_EQ(hm_init(&config, &comm), HM_ERR_INVALID_ARGUMENT);
+  EXPECT_TRUE(mentions(hm_last_error_message(), "HM_CONFIG_INITIALIZER"));
+  config = HM_CONFIG_INITIALIZER;
+  config.rank = 1000000;
+  EXPECT_EQ(hm_init(&config, &comm), HM_ERR_INVALID_ARGUMENT);
+  EXPECT_TRUE(mentions(hm_last_error_message(), "outside")) << hm_last_error_message();
+  config = HM_CONFIG_INITIALIZER;
+  config.sockets_per_peer = 99;
+  EXPECT_EQ(hm_init(&config, &comm), HM_ERR_INVALID_ARGUMENT);
+  config = HM_CONFIG_INITIALIZER;
+  config.store = "no-port-here";
+  EXPECT_EQ(hm_init(&config, &comm), HM_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(comm, nullptr);
+  EXPECT_STREQ(hm_status_string(HM_ERR_PEER_FAILED), "HM_ERR_PEER_FAILED");
+  EXPECT_STREQ(hm_status_string(static_cast<hm_status_t>(999)), "HM_ERR_UNKNOWN_STATUS");
+}
+
+// Ranks pass different counts to the same allreduce: HM_ERR_MISMATCH, not corrupted data.
+TEST(MismatchTest, DifferentCountsAreDetected) {
+  CComm comm;
+  int rank = 0;
+  hm_comm_rank(comm.handle, &rank);
+  std::vector<float> data(64, 1.0f);
+  const size_t count = rank == 0 ? 32 : 64;
+  const hm_status_t status =
+      hm_allreduce(comm.handle, data.data(), data.data(), count, HM_FLOAT32, HM_SUM);
+  const std::string message = hm_last_error_message();
+  const auto all = gather_all(static_cast<std::uint64_t>(status));
+  bool someone_saw_mismatch = false;
+  for (auto s : all) {
+    EXPECT_TRUE(s == HM_ERR_MISMATCH || s == HM_ERR_PEER_FAILED || s == HM_ERR_ABORTED)
+        << "status " << hm_status_string(static_cast<hm_status_t>(s));
+    someone_saw_mismatch |= s == HM_ERR_MISMATCH;
+  }
+  EXPECT_TRUE(someone_saw_mismatch);
+  if (status == HM_ERR_MISMATCH) {
+    EXPECT_TRUE(mentions(message.c_str(), "rank")) << message;
+  }
+  // Afterwards the communicator reports the failure and refuses work.
+  hm_status_t async = HM_SUCCESS;
+  hm_comm_get_async_error(comm.handle, &async);
+  EXPECT_EQ(async, status);
+  EXPECT_EQ(hm_barrier(comm.handle), status);
+}
+
+TEST(MismatchTest, DifferentDtypesAreDetected) {
+  CComm comm;
+  int rank = 0;
+  hm_comm_rank(comm.handle, &rank);
+  std::vector<std::int32_t> data(16, 1);
+  // Same byte count, different dtype: only the signature tells them apart.
+  const hm_dtype_t dtype = rank == 0 ? HM_INT32 : HM_FLOAT32;
+  const hm_status_t status = hm_allreduce(comm.handle, data.data(), data.data(), 16, dtype, HM_SUM);
+  const auto all = gather_all(static_cast<std::uint64_t>(status));
+  bool someone_saw_mismatch = false;
+  for (auto s : all) someone_saw_mismatch |= s == HM_ERR_MISMATCH;
+  EXPECT_TRUE(someone_saw_mismatch);
+  EXPECT_NE(status, HM_SUCCESS);
+}
+
+// Rank 0 waits for a message rank 1 never sends: HM_ERR_TIMEOUT after the timeout, naming rank 1.
+TEST(TimeoutTest, SilentPeerTimesOutNamingIt) {
+  constexpr int kTimeoutMs = 700;
+  CComm comm(kTimeoutMs);
+  int rank = 0;
+  hm_comm_rank(comm.handle, &rank);
+  if (rank == 0) {
+    std::int32_t value = 0;
+    const auto start = std::chrono::steady_clock::now();
+    EXPECT_EQ(hm_recv(comm.handle, &value, 1, HM_INT32, 1), HM_ERR_TIMEOUT);
+    const auto took = std::chrono::steady_clock::now() - start;
+    EXPECT_TRUE(mentions(hm_last_error_message(), "rank 1")) << hm_last_error_message();
+    EXPECT_GE(took, std::chrono::milliseconds(kTimeoutMs));
+    EXPECT_LT(took, std::chrono::milliseconds(kTimeoutMs + 3000));
+    hm_status_t async = HM_SUCCESS;
+    hm_comm_get_async_error(comm.handle, &async);
+    EXPECT_EQ(async, HM_ERR_TIMEOUT);
+  }
+  world().barrier();  // rank 1 stays until rank 0 has timed out
+}
+
+// hm_comm_abort from another thread wakes a thread blocked in a receive, at once.
+TEST(AbortTest, AbortWakesABlockedThread) {
+  CComm comm;
+  int rank = 0;
+  hm_comm_rank(comm.handle, &rank);
+  if (rank == 0) {
+    std::atomic<hm_status_t> result{HM_SUCCESS};
+    std::int32_t value = 0;
+    const auto start = std::chrono::steady_clock::now();
+    std::thread blocked([&] { result = hm_recv(comm.handle, &value, 1, HM_INT32, 1); });
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    const auto abort_start = std::chrono::steady_clock::now();
+    EXPECT_EQ(hm_comm_abort(comm.handle), HM_SUCCESS);
+    EXPECT_LT(std::chrono::steady_clock::now() - abort_start, std::chrono::milliseconds(100))
+        << "hm_comm_abort blocked";
+    blocked.join();
+    EXPECT_EQ(result.load(), HM_ERR_ABORTED);
+    EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5));
+    hm_status_t async = HM_SUCCESS;
+    hm_comm_get_async_error(comm.handle, &async);
+    EXPECT_EQ(async, HM_ERR_ABORTED);
+    EXPECT_EQ(hm_barrier(comm.handle), HM_ERR_ABORTED);
+  }
+  world().barrier();
+}
+
+}  // namespace
+}  // namespace holmes::test
