@@ -15,6 +15,7 @@ PACKAGES=(
   libcli11-dev        # command lines of the tools
   # tests and micro-benchmarks
   libgtest-dev libgmock-dev libbenchmark-dev
+  openmpi-bin         # mpirun: the launcher tests start ranks with it
 )
 
 missing=()

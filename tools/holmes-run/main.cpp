@@ -141,16 +141,9 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
 
   if (token.empty()) token = random_token();
-  std::optional<holmes::StoreServer> store;
-  try {
-    store.emplace(holmes::StoreServerOptions{host, 0, token});
-  } catch (const holmes::Error& e) {
-    fmt::print(stderr, "holmes-run: {}\n", e.what());
-    return 1;
-  }
-  const std::string store_address = fmt::format("{}:{}", host, store->port());
-
-  // Block the signals we handle so that they arrive through the signalfd only.
+  // Block the signals we handle so that they arrive through the signalfd only. This comes
+  // before the store's thread starts: threads inherit the mask, and a thread that did not block
+  // SIGTERM would take the default action and kill us.
   sigset_t handled;
   sigemptyset(&handled);
   sigaddset(&handled, SIGINT);
@@ -163,6 +156,16 @@ int main(int argc, char** argv) {
     fmt::print(stderr, "holmes-run: signalfd: {}\n", std::strerror(errno));
     return 1;
   }
+
+  std::optional<holmes::StoreServer> store;
+  try {
+    store.emplace(holmes::StoreServerOptions{host, 0, token});
+  } catch (const holmes::Error& e) {
+    fmt::print(stderr, "holmes-run: {}\n", e.what());
+    return 1;
+  }
+  const std::string store_address = fmt::format("{}:{}", host, store->port());
+
 
   // Everything the children need is prepared before fork(): between fork and exec only
   // async-signal-safe calls are allowed.
