@@ -17,19 +17,18 @@
 
 #define COUNT 1000
 
-#define CHECK(call)                                                                   \
-  do {                                                                                \
-    hm_status_t status_ = (call);                                                     \
-    if (status_ != HM_SUCCESS) {                                                      \
-      fprintf(stderr, "%s failed: %s: %s\n", #call, hm_status_string(status_),        \
-              hm_last_error_message());                                               \
-      exit(1);                                                                        \
-    }                                                                                 \
+#define CHECK(call)                                                            \
+  do {                                                                         \
+    hm_status_t status_ = (call);                                              \
+    if (status_ != HM_SUCCESS) {                                               \
+      fprintf(stderr, "%s failed: %s: %s\n", #call, hm_status_string(status_), \
+              hm_last_error_message());                                        \
+      exit(1);                                                                 \
+    }                                                                          \
   } while (0)
 
-static const char* const kDtypeNames[] = {"int8",    "uint8",    "int32",   "uint32",
-                                          "int64",   "uint64",   "float16", "bfloat16",
-                                          "float32", "float64"};
+static const char* const kDtypeNames[] = {"int8",   "uint8",   "int32",    "uint32",  "int64",
+                                          "uint64", "float16", "bfloat16", "float32", "float64"};
 static const char* const kOpNames[] = {"sum", "prod", "min", "max", "avg"};
 
 /* Small integers (products: 1, 2, -1, -2): exact in every dtype for a few ranks. */
@@ -59,13 +58,41 @@ static uint16_t half_from_double(double v) {
 
 static void encode(double v, hm_dtype_t dtype, unsigned char* out) {
   switch (dtype) {
-    case HM_INT8: { int8_t x = (int8_t)v; memcpy(out, &x, 1); break; }
-    case HM_UINT8: { uint8_t x = (uint8_t)v; memcpy(out, &x, 1); break; }
-    case HM_INT32: { int32_t x = (int32_t)v; memcpy(out, &x, 4); break; }
-    case HM_UINT32: { uint32_t x = (uint32_t)v; memcpy(out, &x, 4); break; }
-    case HM_INT64: { int64_t x = (int64_t)v; memcpy(out, &x, 8); break; }
-    case HM_UINT64: { uint64_t x = (uint64_t)v; memcpy(out, &x, 8); break; }
-    case HM_FLOAT16: { uint16_t x = half_from_double(v); memcpy(out, &x, 2); break; }
+    case HM_INT8: {
+      int8_t x = (int8_t)v;
+      memcpy(out, &x, 1);
+      break;
+    }
+    case HM_UINT8: {
+      uint8_t x = (uint8_t)v;
+      memcpy(out, &x, 1);
+      break;
+    }
+    case HM_INT32: {
+      int32_t x = (int32_t)v;
+      memcpy(out, &x, 4);
+      break;
+    }
+    case HM_UINT32: {
+      uint32_t x = (uint32_t)v;
+      memcpy(out, &x, 4);
+      break;
+    }
+    case HM_INT64: {
+      int64_t x = (int64_t)v;
+      memcpy(out, &x, 8);
+      break;
+    }
+    case HM_UINT64: {
+      uint64_t x = (uint64_t)v;
+      memcpy(out, &x, 8);
+      break;
+    }
+    case HM_FLOAT16: {
+      uint16_t x = half_from_double(v);
+      memcpy(out, &x, 2);
+      break;
+    }
     case HM_BFLOAT16: {
       float f = (float)v;
       uint32_t bits;
@@ -75,9 +102,16 @@ static void encode(double v, hm_dtype_t dtype, unsigned char* out) {
       memcpy(out, &x, 2);
       break;
     }
-    case HM_FLOAT32: { float x = (float)v; memcpy(out, &x, 4); break; }
-    case HM_FLOAT64: memcpy(out, &v, 8); break;
-    default: break;
+    case HM_FLOAT32: {
+      float x = (float)v;
+      memcpy(out, &x, 4);
+      break;
+    }
+    case HM_FLOAT64:
+      memcpy(out, &v, 8);
+      break;
+    default:
+      break;
   }
 }
 
@@ -105,10 +139,14 @@ int main(void) {
         encode(input_value(rank, i, op, is_unsigned), dtype, send + i * es);
         for (r = 1; r < size; ++r) {
           double v = input_value(r, i, op, is_unsigned);
-          if (op == HM_PROD) acc *= v;
-          else if (op == HM_MIN) acc = v < acc ? v : acc;
-          else if (op == HM_MAX) acc = v > acc ? v : acc;
-          else acc += v;
+          if (op == HM_PROD)
+            acc *= v;
+          else if (op == HM_MIN)
+            acc = v < acc ? v : acc;
+          else if (op == HM_MAX)
+            acc = v > acc ? v : acc;
+          else
+            acc += v;
         }
         if (op == HM_AVG) acc = is_float ? acc / size : trunc(acc / size);
         encode(acc, dtype, expected + i * es);

@@ -179,9 +179,8 @@ HM_API hm_status_t hm_barrier(hm_comm_t comm);
  * Nonblocking forms. Collectives of one communicator run in the order they were issued; the
  * buffers belong to the library until the request completes.
  * ------------------------------------------------------------------------------------------- */
-HM_API hm_status_t hm_iallreduce(hm_comm_t comm, const void* sendbuf, void* recvbuf,
-                                 size_t count, hm_dtype_t dtype, hm_op_t op,
-                                 hm_request_t* request);
+HM_API hm_status_t hm_iallreduce(hm_comm_t comm, const void* sendbuf, void* recvbuf, size_t count,
+                                 hm_dtype_t dtype, hm_op_t op, hm_request_t* request);
 HM_API hm_status_t hm_ireduce_scatter(hm_comm_t comm, const void* sendbuf, void* recvbuf,
                                       size_t recvcount, hm_dtype_t dtype, hm_op_t op,
                                       hm_request_t* request);

@@ -2,8 +2,8 @@
 // carry the same status codes as the C API. The C API (holmes.h) is a thin layer over this.
 #pragma once
 
-#include <holmes/error.hpp>
 #include <holmes/holmes.h>
+#include <holmes/error.hpp>
 
 #include <chrono>
 #include <cstddef>
@@ -32,17 +32,28 @@ struct bfloat16_t {
 template <typename T>
 constexpr hm_dtype_t dtype_of() {
   using U = std::remove_cv_t<T>;
-  if constexpr (std::is_same_v<U, std::int8_t>) return HM_INT8;
-  else if constexpr (std::is_same_v<U, std::uint8_t>) return HM_UINT8;
-  else if constexpr (std::is_same_v<U, std::int32_t>) return HM_INT32;
-  else if constexpr (std::is_same_v<U, std::uint32_t>) return HM_UINT32;
-  else if constexpr (std::is_same_v<U, std::int64_t>) return HM_INT64;
-  else if constexpr (std::is_same_v<U, std::uint64_t>) return HM_UINT64;
-  else if constexpr (std::is_same_v<U, float16_t>) return HM_FLOAT16;
-  else if constexpr (std::is_same_v<U, bfloat16_t>) return HM_BFLOAT16;
-  else if constexpr (std::is_same_v<U, float>) return HM_FLOAT32;
-  else if constexpr (std::is_same_v<U, double>) return HM_FLOAT64;
-  else static_assert(sizeof(T) == 0, "no Holmes dtype for this type");
+  if constexpr (std::is_same_v<U, std::int8_t>)
+    return HM_INT8;
+  else if constexpr (std::is_same_v<U, std::uint8_t>)
+    return HM_UINT8;
+  else if constexpr (std::is_same_v<U, std::int32_t>)
+    return HM_INT32;
+  else if constexpr (std::is_same_v<U, std::uint32_t>)
+    return HM_UINT32;
+  else if constexpr (std::is_same_v<U, std::int64_t>)
+    return HM_INT64;
+  else if constexpr (std::is_same_v<U, std::uint64_t>)
+    return HM_UINT64;
+  else if constexpr (std::is_same_v<U, float16_t>)
+    return HM_FLOAT16;
+  else if constexpr (std::is_same_v<U, bfloat16_t>)
+    return HM_BFLOAT16;
+  else if constexpr (std::is_same_v<U, float>)
+    return HM_FLOAT32;
+  else if constexpr (std::is_same_v<U, double>)
+    return HM_FLOAT64;
+  else
+    static_assert(sizeof(T) == 0, "no Holmes dtype for this type");
 }
 
 // Options of Communicator::init. Unset fields come from the environment (see holmes.h).
@@ -116,8 +127,7 @@ class HM_API Communicator {
   void barrier();
 
   // Nonblocking forms.
-  Request iallreduce(const void* send, void* recv, std::size_t count, hm_dtype_t dtype,
-                     hm_op_t op);
+  Request iallreduce(const void* send, void* recv, std::size_t count, hm_dtype_t dtype, hm_op_t op);
   Request ireduce_scatter(const void* send, void* recv, std::size_t recvcount, hm_dtype_t dtype,
                           hm_op_t op);
   Request iallgather(const void* send, void* recv, std::size_t sendcount, hm_dtype_t dtype);

@@ -26,7 +26,8 @@ bool Challenge::decode(std::span<const std::uint8_t, kWireBytes> bytes, Channel 
                        Challenge& out) {
   if (load_le<std::uint32_t>(bytes.data()) != kChallengeMagic) return false;
   if (load_le<std::uint16_t>(bytes.data() + 4) != kVersion) return false;
-  if (load_le<std::uint16_t>(bytes.data() + 6) != static_cast<std::uint16_t>(expected)) return false;
+  if (load_le<std::uint16_t>(bytes.data() + 6) != static_cast<std::uint16_t>(expected))
+    return false;
   out.channel = expected;
   std::copy(bytes.begin() + 8, bytes.end(), out.server_nonce.begin());
   return true;

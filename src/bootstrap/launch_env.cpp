@@ -30,9 +30,9 @@ LaunchEnv read_launch_env() {
       {"HOLMES_WORLD_SIZE", "WORLD_SIZE", "SLURM_NTASKS", "OMPI_COMM_WORLD_SIZE", "PMI_SIZE"}, 1,
       INT_MAX, env.world_size_source);
   std::string ignored;
-  env.local_rank = first_int(
-      {"HOLMES_LOCAL_RANK", "LOCAL_RANK", "SLURM_LOCALID", "OMPI_COMM_WORLD_LOCAL_RANK"}, 0,
-      INT_MAX - 1, ignored);
+  env.local_rank =
+      first_int({"HOLMES_LOCAL_RANK", "LOCAL_RANK", "SLURM_LOCALID", "OMPI_COMM_WORLD_LOCAL_RANK"},
+                0, INT_MAX - 1, ignored);
 
   if (auto store = env_string("HOLMES_STORE")) {
     env.store = parse_host_port(*store, "HOLMES_STORE");
@@ -54,7 +54,8 @@ LaunchEnv read_launch_env() {
   if (auto t = env_int("HOLMES_TIMEOUT_MS", 1, INT_MAX)) env.timeout_ms = static_cast<int>(*t);
   if (auto s = env_int("HOLMES_SOCKETS", 1, 16)) env.sockets_per_peer = static_cast<int>(*s);
   env.local_addr = env_string("HOLMES_ADDR");
-  if (auto c = env_int("HOLMES_CHUNK_BYTES", 4096, 64 << 20)) env.chunk_bytes = static_cast<int>(*c);
+  if (auto c = env_int("HOLMES_CHUNK_BYTES", 4096, 64 << 20))
+    env.chunk_bytes = static_cast<int>(*c);
   return env;
 }
 

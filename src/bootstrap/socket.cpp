@@ -68,8 +68,8 @@ Socket Socket::connect(const std::string& host, std::uint16_t port, const Deadli
   }
   std::string last_error = "no address";
   for (addrinfo* ai = found; ai != nullptr; ai = ai->ai_next) {
-    Socket sock(::socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK,
-                         ai->ai_protocol));
+    Socket sock(
+        ::socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK, ai->ai_protocol));
     if (!sock.valid()) {
       last_error = std::strerror(errno);
       continue;

@@ -41,8 +41,7 @@ StoreClient::StoreClient(std::string host, std::uint16_t port, std::string token
     } catch (const Error& e) {
       if (e.status() != HM_ERR_TRANSPORT) throw;  // bad host name, or out of time
       if (deadline.remaining() <= backoff) {
-        fail(HM_ERR_TIMEOUT, "no rendezvous store answered at {} in time: {}", endpoint_,
-             e.what());
+        fail(HM_ERR_TIMEOUT, "no rendezvous store answered at {} in time: {}", endpoint_, e.what());
       }
     }
     std::this_thread::sleep_for(backoff);
@@ -77,8 +76,7 @@ void StoreClient::handshake(const Deadline& deadline) {
   const auto expected = auth::compute_mac(token_, auth::Role::kServer, auth::Channel::kStore,
                                           challenge.server_nonce, proof.client_nonce, "store");
   if (!auth::macs_equal(expected, verdict.mac)) {
-    fail(HM_ERR_AUTH, "store at {} could not prove the job token: another job's store?",
-         endpoint_);
+    fail(HM_ERR_AUTH, "store at {} could not prove the job token: another job's store?", endpoint_);
   }
 }
 
@@ -97,7 +95,8 @@ StoreClient::Reply StoreClient::call(const std::vector<std::uint8_t>& frame,
     socket_.read_exact(body, deadline);
     auto response = store::decode_response(body);
     if (!response) fail(HM_ERR_TRANSPORT, "malformed reply");
-    if (response->reply == store::Reply::kBadRequest) fail(HM_ERR_INTERNAL, "store refused request");
+    if (response->reply == store::Reply::kBadRequest)
+      fail(HM_ERR_INTERNAL, "store refused request");
     return {response->reply, std::move(response->value)};
   } catch (const Error& e) {
     fail(e.status(), "store {} '{}' at {}: {}", what, key, endpoint_, e.what());

@@ -90,12 +90,18 @@ std::optional<Response> decode_response(std::span<const std::uint8_t> body) {
 
 const char* op_name(Op op) {
   switch (op) {
-    case Op::kSet: return "SET";
-    case Op::kGet: return "GET";
-    case Op::kAdd: return "ADD";
-    case Op::kCheck: return "CHECK";
-    case Op::kDelete: return "DELETE";
-    case Op::kPing: return "PING";
+    case Op::kSet:
+      return "SET";
+    case Op::kGet:
+      return "GET";
+    case Op::kAdd:
+      return "ADD";
+    case Op::kCheck:
+      return "CHECK";
+    case Op::kDelete:
+      return "DELETE";
+    case Op::kPing:
+      return "PING";
   }
   return "?";
 }

@@ -35,6 +35,7 @@ class StoreServer::Impl {
   asio::io_context io;
   StoreServerOptions options;
   tcp::acceptor acceptor{io};
+  asio::steady_timer accept_backoff{io};
   std::uint16_t port = 0;
   std::atomic<std::uint64_t> refused{0};
   std::atomic<std::uint64_t> accepted{0};
@@ -51,7 +52,8 @@ class StoreSession : public std::enable_shared_from_this<StoreSession> {
       : server_(server), socket_(std::move(socket)), timer_(server.io) {
     boost::system::error_code ec;
     const auto remote = socket_.remote_endpoint(ec);
-    peer_ = ec ? std::string("?") : fmt::format("{}:{}", remote.address().to_string(), remote.port());
+    peer_ =
+        ec ? std::string("?") : fmt::format("{}:{}", remote.address().to_string(), remote.port());
   }
 
   void start() {
@@ -76,6 +78,9 @@ class StoreSession : public std::enable_shared_from_this<StoreSession> {
   void finish_wait(store::Response response) {
     waiting_key_.reset();
     timer_.cancel();
+    boost::system::error_code ignored;
+    socket_.cancel(ignored);  // the readability watch of park(); nothing else is pending
+    if (closed_) return;
     send(std::move(response));
   }
   bool waiting_for(const std::string& key) const { return waiting_key_ && *waiting_key_ == key; }
@@ -86,6 +91,13 @@ class StoreSession : public std::enable_shared_from_this<StoreSession> {
     auto self = shared_from_this();
     timer_.async_wait([self, key](const boost::system::error_code& ec) {
       if (!ec && self->waiting_for(key)) self->finish_wait({store::Reply::kTimeout, {}});
+    });
+    // A parked client sends nothing until answered: if its socket becomes readable it has gone
+    // away (or broken the protocol), and the session is dropped now rather than at the timeout.
+    socket_.async_wait(tcp::socket::wait_read, [self, key](const boost::system::error_code& ec) {
+      if (ec || !self->waiting_for(key)) return;  // answered (the wait was cancelled)
+      self->waiting_key_.reset();
+      self->close();
     });
   }
 
@@ -107,22 +119,22 @@ class StoreSession : public std::enable_shared_from_this<StoreSession> {
     auth::Verdict verdict;
     verdict.accepted = auth::macs_equal(expected, proof.mac);
     if (verdict.accepted) {
-      verdict.mac = auth::compute_mac(server_.options.token, auth::Role::kServer,
-                                      auth::Channel::kStore, challenge_.server_nonce,
-                                      proof.client_nonce, "store");
+      verdict.mac =
+          auth::compute_mac(server_.options.token, auth::Role::kServer, auth::Channel::kStore,
+                            challenge_.server_nonce, proof.client_nonce, "store");
     }
     verdict_bytes_ = verdict.encode();
     auto self = shared_from_this();
-    asio::async_write(socket_, asio::buffer(verdict_bytes_),
-                      [self, ok = verdict.accepted](const boost::system::error_code& ec,
-                                                    std::size_t) {
-                        if (!ok) return self->refuse("wrong job token");
-                        if (ec) return self->close();
-                        self->authenticated_ = true;
-                        self->timer_.cancel();
-                        self->server_.accepted.fetch_add(1);
-                        self->read_frame();
-                      });
+    asio::async_write(
+        socket_, asio::buffer(verdict_bytes_),
+        [self, ok = verdict.accepted](const boost::system::error_code& ec, std::size_t) {
+          if (!ok) return self->refuse("wrong job token");
+          if (ec) return self->close();
+          self->authenticated_ = true;
+          self->timer_.cancel();
+          self->server_.accepted.fetch_add(1);
+          self->read_frame();
+        });
   }
 
   void read_frame() {
@@ -232,11 +244,18 @@ StoreServer::Impl::~Impl() {
 void StoreServer::Impl::accept_next() {
   acceptor.async_accept([this](const boost::system::error_code& ec, tcp::socket socket) {
     if (ec == asio::error::operation_aborted) return;
-    if (!ec) {
-      boost::system::error_code ignored;
-      socket.set_option(tcp::no_delay(true), ignored);
-      std::make_shared<StoreSession>(*this, std::move(socket))->start();
+    if (ec) {
+      // Out of file descriptors or similar: log, wait a little, and try again without spinning.
+      HM_LOG_WARN("store: accept failed: {}; retrying in 100 ms", ec.message());
+      accept_backoff.expires_after(std::chrono::milliseconds(100));
+      accept_backoff.async_wait([this](const boost::system::error_code& wait_ec) {
+        if (!wait_ec) accept_next();
+      });
+      return;
     }
+    boost::system::error_code ignored;
+    socket.set_option(tcp::no_delay(true), ignored);
+    std::make_shared<StoreSession>(*this, std::move(socket))->start();
     accept_next();
   });
 }

@@ -97,7 +97,8 @@ hm_status_t init_into(const char* function, const holmes::Config* config, hm_com
   return guarded(function, [&] {
     require_out(out, "comm");
     *out = nullptr;
-    auto comm = config ? holmes::Communicator::init(*config) : holmes::Communicator::init_from_env();
+    auto comm =
+        config ? holmes::Communicator::init(*config) : holmes::Communicator::init_from_env();
     *out = new hm_comm{std::move(comm)};
   });
 }
@@ -136,7 +137,9 @@ hm_status_t hm_dtype_size(hm_dtype_t dtype, size_t* size) {
   });
 }
 
-hm_status_t hm_init_from_env(hm_comm_t* comm) { return init_into("hm_init_from_env", nullptr, comm); }
+hm_status_t hm_init_from_env(hm_comm_t* comm) {
+  return init_into("hm_init_from_env", nullptr, comm);
+}
 
 hm_status_t hm_init(const hm_config_t* config, hm_comm_t* comm) {
   holmes::Config converted;
@@ -198,8 +201,8 @@ hm_status_t hm_allreduce(hm_comm_t comm, const void* sendbuf, void* recvbuf, siz
                  [&] { comm_of(comm).allreduce(sendbuf, recvbuf, count, dtype, op); });
 }
 
-hm_status_t hm_reduce_scatter(hm_comm_t comm, const void* sendbuf, void* recvbuf,
-                              size_t recvcount, hm_dtype_t dtype, hm_op_t op) {
+hm_status_t hm_reduce_scatter(hm_comm_t comm, const void* sendbuf, void* recvbuf, size_t recvcount,
+                              hm_dtype_t dtype, hm_op_t op) {
   return guarded("hm_reduce_scatter",
                  [&] { comm_of(comm).reduce_scatter(sendbuf, recvbuf, recvcount, dtype, op); });
 }
@@ -244,9 +247,8 @@ hm_status_t hm_iallreduce(hm_comm_t comm, const void* sendbuf, void* recvbuf, si
   });
 }
 
-hm_status_t hm_ireduce_scatter(hm_comm_t comm, const void* sendbuf, void* recvbuf,
-                               size_t recvcount, hm_dtype_t dtype, hm_op_t op,
-                               hm_request_t* request) {
+hm_status_t hm_ireduce_scatter(hm_comm_t comm, const void* sendbuf, void* recvbuf, size_t recvcount,
+                               hm_dtype_t dtype, hm_op_t op, hm_request_t* request) {
   return start_request("hm_ireduce_scatter", comm, request, [&](holmes::Communicator& c) {
     return c.ireduce_scatter(sendbuf, recvbuf, recvcount, dtype, op);
   });
@@ -282,16 +284,14 @@ hm_status_t hm_ialltoall(hm_comm_t comm, const void* sendbuf, void* recvbuf, siz
 
 hm_status_t hm_isend(hm_comm_t comm, const void* buf, size_t count, hm_dtype_t dtype, int peer,
                      hm_request_t* request) {
-  return start_request("hm_isend", comm, request, [&](holmes::Communicator& c) {
-    return c.isend(buf, count, dtype, peer);
-  });
+  return start_request("hm_isend", comm, request,
+                       [&](holmes::Communicator& c) { return c.isend(buf, count, dtype, peer); });
 }
 
 hm_status_t hm_irecv(hm_comm_t comm, void* buf, size_t count, hm_dtype_t dtype, int peer,
                      hm_request_t* request) {
-  return start_request("hm_irecv", comm, request, [&](holmes::Communicator& c) {
-    return c.irecv(buf, count, dtype, peer);
-  });
+  return start_request("hm_irecv", comm, request,
+                       [&](holmes::Communicator& c) { return c.irecv(buf, count, dtype, peer); });
 }
 
 hm_status_t hm_ibarrier(hm_comm_t comm, hm_request_t* request) {

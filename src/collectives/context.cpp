@@ -7,14 +7,22 @@ namespace holmes {
 
 const char* collective_name(CollectiveKind kind) {
   switch (kind) {
-    case CollectiveKind::kAllreduce: return "allreduce";
-    case CollectiveKind::kReduceScatter: return "reduce_scatter";
-    case CollectiveKind::kAllgather: return "allgather";
-    case CollectiveKind::kBroadcast: return "broadcast";
-    case CollectiveKind::kReduce: return "reduce";
-    case CollectiveKind::kAlltoall: return "alltoall";
-    case CollectiveKind::kBarrier: return "barrier";
-    case CollectiveKind::kSplit: return "comm_split";
+    case CollectiveKind::kAllreduce:
+      return "allreduce";
+    case CollectiveKind::kReduceScatter:
+      return "reduce_scatter";
+    case CollectiveKind::kAllgather:
+      return "allgather";
+    case CollectiveKind::kBroadcast:
+      return "broadcast";
+    case CollectiveKind::kReduce:
+      return "reduce";
+    case CollectiveKind::kAlltoall:
+      return "alltoall";
+    case CollectiveKind::kBarrier:
+      return "barrier";
+    case CollectiveKind::kSplit:
+      return "comm_split";
   }
   return "collective";
 }

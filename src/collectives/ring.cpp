@@ -19,8 +19,7 @@ std::span<const std::byte> bytes_of(const std::byte* base, BlockLayout::Range ra
                                     std::size_t element_size) {
   return {base + range.offset * element_size, range.count * element_size};
 }
-std::span<std::byte> bytes_of(std::byte* base, BlockLayout::Range range,
-                              std::size_t element_size) {
+std::span<std::byte> bytes_of(std::byte* base, BlockLayout::Range range, std::size_t element_size) {
   return {base + range.offset * element_size, range.count * element_size};
 }
 
@@ -67,9 +66,8 @@ void ring_allreduce(CollectiveContext& ctx, const void* send, void* recv, std::s
     if (range.count == 0) return std::nullopt;
     // Reduce-scatter chunks land in scratch (they are combined with our input); allgather
     // chunks are final and land in place.
-    const std::span<std::byte> target = t < rs_steps
-                                            ? std::span(scratch.slot(u), range.count * es)
-                                            : bytes_of(out, range, es);
+    const std::span<std::byte> target =
+        t < rs_steps ? std::span(scratch.slot(u), range.count * es) : bytes_of(out, range, es);
     return ctx.recv(left, u, target);
   });
   for (std::size_t u = 0; u < units; ++u) {
@@ -82,7 +80,8 @@ void ring_allreduce(CollectiveContext& ctx, const void* send, void* recv, std::s
       reduce(dtype, op, mine, in + range.offset * es, scratch.slot(u), range.count);
       if (t == rs_steps - 1 && op == HM_AVG) finalize_average(dtype, mine, range.count, n);
     }
-    if (t + 1 < steps) sends.push_back(ctx.send(right, (t + 1) * chunks + c, {mine, range.count * es}));
+    if (t + 1 < steps)
+      sends.push_back(ctx.send(right, (t + 1) * chunks + c, {mine, range.count * es}));
   }
   ctx.wait_all(sends);
 }

@@ -40,7 +40,8 @@ Communicator Communicator::init(const Config& config) {
 }
 
 CommunicatorImpl& Communicator::impl() const {
-  if (!impl_) fail(HM_ERR_INVALID_ARGUMENT, "the Communicator is empty (moved from or not a member)");
+  if (!impl_)
+    fail(HM_ERR_INVALID_ARGUMENT, "the Communicator is empty (moved from or not a member)");
   return *impl_;
 }
 
@@ -66,8 +67,8 @@ hm_status_t Communicator::async_error() const noexcept {
 
 namespace {
 
-CollectiveCall make_call(CollectiveKind kind, const void* send, void* recv,
-                         std::size_t count, hm_dtype_t dtype, hm_op_t op, int root) {
+CollectiveCall make_call(CollectiveKind kind, const void* send, void* recv, std::size_t count,
+                         hm_dtype_t dtype, hm_op_t op, int root) {
   CollectiveCall call;
   call.kind = kind;
   call.send = send;
@@ -81,21 +82,19 @@ CollectiveCall make_call(CollectiveKind kind, const void* send, void* recv,
 
 }  // namespace
 
-
-
 void Communicator::allreduce(const void* send, void* recv, std::size_t count, hm_dtype_t dtype,
                              hm_op_t op) {
   impl().collective(make_call(CollectiveKind::kAllreduce, send, recv, count, dtype, op, 0), true);
 }
 void Communicator::reduce_scatter(const void* send, void* recv, std::size_t recvcount,
                                   hm_dtype_t dtype, hm_op_t op) {
-  impl().collective(
-      make_call(CollectiveKind::kReduceScatter, send, recv, recvcount, dtype, op, 0), true);
+  impl().collective(make_call(CollectiveKind::kReduceScatter, send, recv, recvcount, dtype, op, 0),
+                    true);
 }
 void Communicator::allgather(const void* send, void* recv, std::size_t sendcount,
                              hm_dtype_t dtype) {
-  impl().collective(
-      make_call(CollectiveKind::kAllgather, send, recv, sendcount, dtype, HM_SUM, 0), true);
+  impl().collective(make_call(CollectiveKind::kAllgather, send, recv, sendcount, dtype, HM_SUM, 0),
+                    true);
 }
 void Communicator::broadcast(void* buffer, std::size_t count, hm_dtype_t dtype, int root) {
   impl().collective(
@@ -120,8 +119,8 @@ void Communicator::barrier() {
                     true);
 }
 
-Request Communicator::iallreduce(const void* send, void* recv, std::size_t count,
-                                 hm_dtype_t dtype, hm_op_t op) {
+Request Communicator::iallreduce(const void* send, void* recv, std::size_t count, hm_dtype_t dtype,
+                                 hm_op_t op) {
   return Request(impl().collective(
       make_call(CollectiveKind::kAllreduce, send, recv, count, dtype, op, 0), false));
 }
@@ -144,8 +143,7 @@ Request Communicator::ireduce(const void* send, void* recv, std::size_t count, h
   return Request(impl().collective(
       make_call(CollectiveKind::kReduce, send, recv, count, dtype, op, root), false));
 }
-Request Communicator::ialltoall(const void* send, void* recv, std::size_t count,
-                                hm_dtype_t dtype) {
+Request Communicator::ialltoall(const void* send, void* recv, std::size_t count, hm_dtype_t dtype) {
   return Request(impl().collective(
       make_call(CollectiveKind::kAlltoall, send, recv, count, dtype, HM_SUM, 0), false));
 }

@@ -102,8 +102,8 @@ std::shared_ptr<CommunicatorImpl> CommunicatorImpl::create_world(const ResolvedC
   // 0's process serves).
   if (store.add(prefix + "joined", 1) == config.world_size) store.set(prefix + "ready", "1");
   store.get(prefix + "ready", deadline);
-  HM_LOG_INFO("rank {}/{}: world up; tcp listening on {}, store {}", config.rank,
-              config.world_size, transport->listen_address(), store.endpoint());
+  HM_LOG_INFO("rank {}/{}: world up; tcp listening on {}, store {}", config.rank, config.world_size,
+              transport->listen_address(), store.endpoint());
 
   Params params;
   params.rank = config.rank;
@@ -242,11 +242,12 @@ void CommunicatorImpl::poison(hm_status_t status, const std::string& message) no
 
 void CommunicatorImpl::execute(const CollectiveCall& call, std::uint64_t sequence) {
   check_usable();
-  const auto signature = collective_signature(call.kind, call.count, call.dtype, call.op, call.root);
-  CollectiveContext ctx(*transport_, rank_, size_, sequence, signature, timeout_, chunk_bytes_,
-                        fmt::format("{} #{} on rank {}", collective_name(call.kind), sequence,
-                                    rank_),
-                        &scratch_, &progress_);
+  const auto signature =
+      collective_signature(call.kind, call.count, call.dtype, call.op, call.root);
+  CollectiveContext ctx(
+      *transport_, rank_, size_, sequence, signature, timeout_, chunk_bytes_,
+      fmt::format("{} #{} on rank {}", collective_name(call.kind), sequence, rank_), &scratch_,
+      &progress_);
   try {
     switch (call.kind) {
       case CollectiveKind::kAllreduce:
@@ -259,8 +260,7 @@ void CommunicatorImpl::execute(const CollectiveCall& call, std::uint64_t sequenc
       case CollectiveKind::kBroadcast:
         return chain_broadcast(ctx, call.recv, call.count, call.dtype, call.root);
       case CollectiveKind::kReduce:
-        return chain_reduce(ctx, call.send, call.recv, call.count, call.dtype, call.op,
-                            call.root);
+        return chain_reduce(ctx, call.send, call.recv, call.count, call.dtype, call.op, call.root);
       case CollectiveKind::kAlltoall:
         return pairwise_alltoall(ctx, call.send, call.recv, call.count, call.dtype);
       case CollectiveKind::kBarrier:
@@ -311,13 +311,13 @@ std::shared_ptr<RequestImpl> CommunicatorImpl::point_to_point(bool is_send, cons
                                                               std::size_t count, hm_dtype_t dtype,
                                                               int peer, bool blocking) {
   const char* name = is_send ? "send" : "recv";
-  require(dtype_valid(dtype), "{}: unknown dtype {} (valid: 0..{})", name,
-          static_cast<int>(dtype), HM_DTYPE_COUNT - 1);
+  require(dtype_valid(dtype), "{}: unknown dtype {} (valid: 0..{})", name, static_cast<int>(dtype),
+          HM_DTYPE_COUNT - 1);
   require(peer >= 0 && peer < size_, "{}: peer {} is outside [0, {})", name, peer, size_);
   require(peer != rank_, "{}: peer {} is this rank; messages to self are not supported", name,
           peer);
-  require(count <= kMaxBufferBytes / dtype_size(dtype), "{}: count {} of {} overflows", name,
-          count, dtype_name(dtype));
+  require(count <= kMaxBufferBytes / dtype_size(dtype), "{}: count {} of {} overflows", name, count,
+          dtype_name(dtype));
   require(buffer != nullptr || count == 0, "{}: buffer is NULL with count {}", name, count);
   check_usable();
   const std::size_t bytes = count * dtype_size(dtype);
@@ -330,14 +330,13 @@ std::shared_ptr<RequestImpl> CommunicatorImpl::point_to_point(bool is_send, cons
   if (is_send) {
     const auto tag = p2p_tag(sent_to_[static_cast<std::size_t>(peer)]++);
     request->what = fmt::format("send to rank {}", peer);
-    request->request = transport_->isend(
-        peer, tag, signature, {static_cast<const std::byte*>(buffer), bytes});
+    request->request =
+        transport_->isend(peer, tag, signature, {static_cast<const std::byte*>(buffer), bytes});
   } else {
     const auto tag = p2p_tag(received_from_[static_cast<std::size_t>(peer)]++);
     request->what = fmt::format("recv from rank {}", peer);
     request->request = transport_->irecv(
-        peer, tag, signature,
-        {static_cast<std::byte*>(const_cast<void*>(buffer)), bytes});
+        peer, tag, signature, {static_cast<std::byte*>(const_cast<void*>(buffer)), bytes});
   }
   if (blocking) {
     wait(*request);

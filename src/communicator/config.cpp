@@ -30,9 +30,10 @@ ResolvedConfig resolve_config(const Config& config) {
          "rank unknown: set HOLMES_RANK (or RANK, SLURM_PROCID, OMPI_COMM_WORLD_RANK), or the "
          "rank field of the config");
   }
-  require(out.rank >= 0 && out.rank < out.world_size, "rank {} is outside [0, {}) (rank from {}, "
-          "world size from {})", out.rank, out.world_size,
-          config.rank ? "config" : env.rank_source,
+  require(out.rank >= 0 && out.rank < out.world_size,
+          "rank {} is outside [0, {}) (rank from {}, "
+          "world size from {})",
+          out.rank, out.world_size, config.rank ? "config" : env.rank_source,
           config.world_size ? "config" : env.world_size_source);
 
   if (config.store) {

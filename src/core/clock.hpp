@@ -11,7 +11,9 @@ using Clock = std::chrono::steady_clock;
 class Deadline {
  public:
   explicit Deadline(Clock::time_point at) : at_(at) {}
-  static Deadline after(std::chrono::milliseconds timeout) { return Deadline(Clock::now() + timeout); }
+  static Deadline after(std::chrono::milliseconds timeout) {
+    return Deadline(Clock::now() + timeout);
+  }
 
   Clock::time_point at() const { return at_; }
   bool expired() const { return Clock::now() >= at_; }

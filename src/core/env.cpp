@@ -44,6 +44,8 @@ HostPort parse_host_port(const std::string& text, const std::string& what) {
     }
     result.host = text.substr(1, close - 1);
     port_text = text.substr(close + 2);
+    if (result.host.empty())
+      fail(HM_ERR_INVALID_ARGUMENT, "{}: '{}' has an empty address", what, text);
   } else {
     const auto colon = text.rfind(':');
     if (colon == std::string::npos || colon == 0) {

@@ -29,8 +29,8 @@ struct Prod {
   T operator()(T a, T b) const {
     if constexpr (std::is_integral_v<T>) {
       // Promote to at least unsigned int: uint8 * uint8 would otherwise promote to signed int.
-      using U = std::conditional_t<(sizeof(T) < sizeof(unsigned)), unsigned,
-                                   std::make_unsigned_t<T>>;
+      using U =
+          std::conditional_t<(sizeof(T) < sizeof(unsigned)), unsigned, std::make_unsigned_t<T>>;
       return static_cast<T>(static_cast<U>(static_cast<U>(a) * static_cast<U>(b)));
     } else {
       return a * b;
@@ -89,9 +89,9 @@ void reduce_half(hm_op_t op, std::uint16_t* dst, const std::uint16_t* a, const s
 template <typename T>
 void divide_typed(T* data, std::size_t count, int nranks) {
   // Divide in a type wide enough to hold nranks (int8 cannot hold 200 ranks).
-  using Wide = std::conditional_t<std::is_floating_point_v<T>, T,
-                                  std::conditional_t<std::is_signed_v<T>, std::int64_t,
-                                                     std::uint64_t>>;
+  using Wide =
+      std::conditional_t<std::is_floating_point_v<T>, T,
+                         std::conditional_t<std::is_signed_v<T>, std::int64_t, std::uint64_t>>;
   const auto divisor = static_cast<Wide>(nranks);
   for (std::size_t i = 0; i < count; ++i) {
     data[i] = static_cast<T>(static_cast<Wide>(data[i]) / divisor);
@@ -108,34 +108,33 @@ void divide_half(std::uint16_t* data, std::size_t count, int nranks) {
 
 void reduce(hm_dtype_t dtype, hm_op_t op, void* dst, const void* a, const void* b,
             std::size_t count) {
+  // Checked up front so that every dtype refuses a bad op, even with nothing to reduce.
+  require(op_valid(op), "unknown reduction op {}", static_cast<int>(op));
   switch (dtype) {
     case HM_INT8:
       return reduce_typed(op, static_cast<std::int8_t*>(dst), static_cast<const std::int8_t*>(a),
                           static_cast<const std::int8_t*>(b), count);
     case HM_UINT8:
-      return reduce_typed(op, static_cast<std::uint8_t*>(dst),
-                          static_cast<const std::uint8_t*>(a),
+      return reduce_typed(op, static_cast<std::uint8_t*>(dst), static_cast<const std::uint8_t*>(a),
                           static_cast<const std::uint8_t*>(b), count);
     case HM_INT32:
-      return reduce_typed(op, static_cast<std::int32_t*>(dst),
-                          static_cast<const std::int32_t*>(a),
+      return reduce_typed(op, static_cast<std::int32_t*>(dst), static_cast<const std::int32_t*>(a),
                           static_cast<const std::int32_t*>(b), count);
     case HM_UINT32:
       return reduce_typed(op, static_cast<std::uint32_t*>(dst),
                           static_cast<const std::uint32_t*>(a),
                           static_cast<const std::uint32_t*>(b), count);
     case HM_INT64:
-      return reduce_typed(op, static_cast<std::int64_t*>(dst),
-                          static_cast<const std::int64_t*>(a),
+      return reduce_typed(op, static_cast<std::int64_t*>(dst), static_cast<const std::int64_t*>(a),
                           static_cast<const std::int64_t*>(b), count);
     case HM_UINT64:
       return reduce_typed(op, static_cast<std::uint64_t*>(dst),
                           static_cast<const std::uint64_t*>(a),
                           static_cast<const std::uint64_t*>(b), count);
     case HM_FLOAT16:
-      return reduce_half<half_to_float, float_to_half>(
-          op, static_cast<std::uint16_t*>(dst), static_cast<const std::uint16_t*>(a),
-          static_cast<const std::uint16_t*>(b), count);
+      return reduce_half<half_to_float, float_to_half>(op, static_cast<std::uint16_t*>(dst),
+                                                       static_cast<const std::uint16_t*>(a),
+                                                       static_cast<const std::uint16_t*>(b), count);
     case HM_BFLOAT16:
       return reduce_half<bfloat16_to_float, float_to_bfloat16>(
           op, static_cast<std::uint16_t*>(dst), static_cast<const std::uint16_t*>(a),
@@ -152,22 +151,32 @@ void reduce(hm_dtype_t dtype, hm_op_t op, void* dst, const void* a, const void* 
 }
 
 void finalize_average(hm_dtype_t dtype, void* data, std::size_t count, int nranks) {
+  require(nranks > 0, "average over {} ranks", nranks);
   switch (dtype) {
-    case HM_INT8: return divide_typed(static_cast<std::int8_t*>(data), count, nranks);
-    case HM_UINT8: return divide_typed(static_cast<std::uint8_t*>(data), count, nranks);
-    case HM_INT32: return divide_typed(static_cast<std::int32_t*>(data), count, nranks);
-    case HM_UINT32: return divide_typed(static_cast<std::uint32_t*>(data), count, nranks);
-    case HM_INT64: return divide_typed(static_cast<std::int64_t*>(data), count, nranks);
-    case HM_UINT64: return divide_typed(static_cast<std::uint64_t*>(data), count, nranks);
+    case HM_INT8:
+      return divide_typed(static_cast<std::int8_t*>(data), count, nranks);
+    case HM_UINT8:
+      return divide_typed(static_cast<std::uint8_t*>(data), count, nranks);
+    case HM_INT32:
+      return divide_typed(static_cast<std::int32_t*>(data), count, nranks);
+    case HM_UINT32:
+      return divide_typed(static_cast<std::uint32_t*>(data), count, nranks);
+    case HM_INT64:
+      return divide_typed(static_cast<std::int64_t*>(data), count, nranks);
+    case HM_UINT64:
+      return divide_typed(static_cast<std::uint64_t*>(data), count, nranks);
     case HM_FLOAT16:
       return divide_half<half_to_float, float_to_half>(static_cast<std::uint16_t*>(data), count,
                                                        nranks);
     case HM_BFLOAT16:
       return divide_half<bfloat16_to_float, float_to_bfloat16>(static_cast<std::uint16_t*>(data),
                                                                count, nranks);
-    case HM_FLOAT32: return divide_typed(static_cast<float*>(data), count, nranks);
-    case HM_FLOAT64: return divide_typed(static_cast<double*>(data), count, nranks);
-    default: fail(HM_ERR_INVALID_ARGUMENT, "unknown dtype {}", static_cast<int>(dtype));
+    case HM_FLOAT32:
+      return divide_typed(static_cast<float*>(data), count, nranks);
+    case HM_FLOAT64:
+      return divide_typed(static_cast<double*>(data), count, nranks);
+    default:
+      fail(HM_ERR_INVALID_ARGUMENT, "unknown dtype {}", static_cast<int>(dtype));
   }
 }
 

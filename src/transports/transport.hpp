@@ -48,9 +48,9 @@ class Transport {
   virtual void set_peers(int rank, std::vector<std::string> addresses) = 0;
 
   virtual CompletionPtr isend(int peer, std::uint64_t tag, std::uint32_t signature,
-                           std::span<const std::byte> data) = 0;
+                              std::span<const std::byte> data) = 0;
   virtual CompletionPtr irecv(int peer, std::uint64_t tag, std::uint32_t signature,
-                           std::span<std::byte> data) = 0;
+                              std::span<std::byte> data) = 0;
 
   // Fails every pending and future operation with `status` and closes all connections. With
   // wait == true it returns only when no buffer handed to the transport will be touched again;

@@ -83,10 +83,10 @@ TEST_P(TcpSizesTest, MessageArrivesIntact) {
   EXPECT_EQ(received, sent);
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Shapes, TcpSizesTest,
-    ::testing::Combine(::testing::Values(0, 1, 4096, 65536, 65537, 1 << 20, (20 << 20) + 3),
-                       ::testing::Values(1, 2, 4), ::testing::Bool()));
+INSTANTIATE_TEST_SUITE_P(Shapes, TcpSizesTest,
+                         ::testing::Combine(::testing::Values(0, 1, 4096, 65536, 65537, 1 << 20,
+                                                              (20 << 20) + 3),
+                                            ::testing::Values(1, 2, 4), ::testing::Bool()));
 
 TEST(TcpTransportTest, ManyTagsInAnyOrder) {
   auto endpoints = job(3, "t");
@@ -100,16 +100,16 @@ TEST(TcpTransportTest, ManyTagsInAnyOrder) {
   }
   // Post half the receives first, in reverse; send all; post the rest.
   for (int m = kMessages - 1; m >= kMessages / 2; --m) {
-    pending.push_back(endpoints[2]->irecv(0, static_cast<std::uint64_t>(m), 1,
-                                          in[static_cast<std::size_t>(m)]));
+    pending.push_back(
+        endpoints[2]->irecv(0, static_cast<std::uint64_t>(m), 1, in[static_cast<std::size_t>(m)]));
   }
   for (int m = 0; m < kMessages; ++m) {
-    pending.push_back(endpoints[0]->isend(2, static_cast<std::uint64_t>(m), 1,
-                                          out[static_cast<std::size_t>(m)]));
+    pending.push_back(
+        endpoints[0]->isend(2, static_cast<std::uint64_t>(m), 1, out[static_cast<std::size_t>(m)]));
   }
   for (int m = 0; m < kMessages / 2; ++m) {
-    pending.push_back(endpoints[2]->irecv(0, static_cast<std::uint64_t>(m), 1,
-                                          in[static_cast<std::size_t>(m)]));
+    pending.push_back(
+        endpoints[2]->irecv(0, static_cast<std::uint64_t>(m), 1, in[static_cast<std::size_t>(m)]));
   }
   for (auto& p : pending) {
     ASSERT_TRUE(finishes(p));

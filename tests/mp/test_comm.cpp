@@ -144,8 +144,8 @@ TEST_P(DeterminismTest, AllreduceIsBitwiseIdenticalEverywhere) {
     EXPECT_EQ(first, second) << "two runs differ for op " << op_name(op);
     const auto everyone = gather_all(fingerprint(first.data(), first.size()));
     for (std::size_t i = 1; i < everyone.size(); ++i) {
-      EXPECT_EQ(everyone[i], everyone[0]) << "rank " << i << " differs from rank 0, op "
-                                          << op_name(op);
+      EXPECT_EQ(everyone[i], everyone[0])
+          << "rank " << i << " differs from rank 0, op " << op_name(op);
     }
   }
 }

@@ -89,12 +89,11 @@ TEST_P(BroadcastTest, EveryRankGetsTheRootsBuffer) {
   EXPECT_EQ(count_wrong(buffer.data(), expected.data(), count, dtype), 0u);
 }
 
-INSTANTIATE_TEST_SUITE_P(Matrix, BroadcastTest,
-                         ::testing::Combine(::testing::ValuesIn(kAllDtypes),
-                                            ::testing::ValuesIn(kAllCounts),
-                                            ::testing::Values(Placement::kOutOfPlace,
-                                                              Placement::kInPlace)),
-                         move_name);
+INSTANTIATE_TEST_SUITE_P(
+    Matrix, BroadcastTest,
+    ::testing::Combine(::testing::ValuesIn(kAllDtypes), ::testing::ValuesIn(kAllCounts),
+                       ::testing::Values(Placement::kOutOfPlace, Placement::kInPlace)),
+    move_name);
 
 class AlltoallTest : public ::testing::TestWithParam<MoveParam> {};
 
@@ -126,12 +125,11 @@ TEST_P(AlltoallTest, BlockJGoesToRankJ) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Matrix, AlltoallTest,
-                         ::testing::Combine(::testing::ValuesIn(kAllDtypes),
-                                            ::testing::ValuesIn(kAllCounts),
-                                            ::testing::Values(Placement::kOutOfPlace,
-                                                              Placement::kInPlace)),
-                         move_name);
+INSTANTIATE_TEST_SUITE_P(
+    Matrix, AlltoallTest,
+    ::testing::Combine(::testing::ValuesIn(kAllDtypes), ::testing::ValuesIn(kAllCounts),
+                       ::testing::Values(Placement::kOutOfPlace, Placement::kInPlace)),
+    move_name);
 
 // Point to point: a ring where every rank sends to the next and receives from the previous.
 // kOutOfPlace uses blocking send/recv ordered to avoid a cycle of waits (even ranks send first);
@@ -175,12 +173,11 @@ TEST_P(SendRecvTest, RingNeighboursExchange) {
   EXPECT_EQ(count_wrong(recv.data(), expected.data(), count, dtype), 0u);
 }
 
-INSTANTIATE_TEST_SUITE_P(Matrix, SendRecvTest,
-                         ::testing::Combine(::testing::ValuesIn(kAllDtypes),
-                                            ::testing::ValuesIn(kAllCounts),
-                                            ::testing::Values(Placement::kOutOfPlace,
-                                                              Placement::kInPlace)),
-                         move_name);
+INSTANTIATE_TEST_SUITE_P(
+    Matrix, SendRecvTest,
+    ::testing::Combine(::testing::ValuesIn(kAllDtypes), ::testing::ValuesIn(kAllCounts),
+                       ::testing::Values(Placement::kOutOfPlace, Placement::kInPlace)),
+    move_name);
 
 // Several messages to the same peer arrive in the order they were sent.
 TEST(SendRecvOrderTest, MessagesArriveInOrder) {

@@ -55,8 +55,7 @@ TEST(InvalidArgumentTest, RefusedWithAMessageAndNothingSent) {
   EXPECT_TRUE(mentions(hm_last_error_message(), "sendbuf is NULL")) << hm_last_error_message();
   EXPECT_EQ(hm_allreduce(c, x, nullptr, 4, HM_FLOAT32, HM_SUM), HM_ERR_INVALID_ARGUMENT);
   EXPECT_TRUE(mentions(hm_last_error_message(), "recvbuf is NULL"));
-  EXPECT_EQ(hm_allreduce(c, x, y, 4, static_cast<hm_dtype_t>(42), HM_SUM),
-            HM_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(hm_allreduce(c, x, y, 4, static_cast<hm_dtype_t>(42), HM_SUM), HM_ERR_INVALID_ARGUMENT);
   EXPECT_TRUE(mentions(hm_last_error_message(), "unknown dtype 42"));
   EXPECT_EQ(hm_allreduce(c, x, y, 4, HM_FLOAT32, static_cast<hm_op_t>(-3)),
             HM_ERR_INVALID_ARGUMENT);

@@ -20,8 +20,8 @@ using ReductionParam = std::tuple<hm_dtype_t, hm_op_t, CountCase, Placement>;
 
 std::string reduction_name(const ::testing::TestParamInfo<ReductionParam>& info) {
   const auto [dtype, op, count, placement] = info.param;
-  return std::string(dtype_name(dtype)) + "_" + op_name(op) + "_" + count_case_name(count) +
-         "_" + placement_name(placement);
+  return std::string(dtype_name(dtype)) + "_" + op_name(op) + "_" + count_case_name(count) + "_" +
+         placement_name(placement);
 }
 
 class AllreduceTest : public ::testing::TestWithParam<ReductionParam> {};
@@ -50,13 +50,12 @@ TEST_P(AllreduceTest, MatchesExactReduction) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Matrix, AllreduceTest,
-                         ::testing::Combine(::testing::ValuesIn(kAllDtypes),
-                                            ::testing::ValuesIn(kAllOps),
-                                            ::testing::ValuesIn(kAllCounts),
-                                            ::testing::Values(Placement::kOutOfPlace,
-                                                              Placement::kInPlace)),
-                         reduction_name);
+INSTANTIATE_TEST_SUITE_P(
+    Matrix, AllreduceTest,
+    ::testing::Combine(::testing::ValuesIn(kAllDtypes), ::testing::ValuesIn(kAllOps),
+                       ::testing::ValuesIn(kAllCounts),
+                       ::testing::Values(Placement::kOutOfPlace, Placement::kInPlace)),
+    reduction_name);
 
 class ReduceScatterTest : public ::testing::TestWithParam<ReductionParam> {};
 
@@ -139,13 +138,12 @@ TEST_P(ReduceTest, RootGetsReductionOthersUntouched) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Matrix, ReduceTest,
-                         ::testing::Combine(::testing::ValuesIn(kAllDtypes),
-                                            ::testing::ValuesIn(kAllOps),
-                                            ::testing::ValuesIn(kAllCounts),
-                                            ::testing::Values(Placement::kOutOfPlace,
-                                                              Placement::kInPlace)),
-                         reduction_name);
+INSTANTIATE_TEST_SUITE_P(
+    Matrix, ReduceTest,
+    ::testing::Combine(::testing::ValuesIn(kAllDtypes), ::testing::ValuesIn(kAllOps),
+                       ::testing::ValuesIn(kAllCounts),
+                       ::testing::Values(Placement::kOutOfPlace, Placement::kInPlace)),
+    reduction_name);
 
 // Non-root ranks may pass NULL as recvbuf.
 TEST(ReduceTest, NonRootMayPassNullRecv) {

@@ -21,33 +21,48 @@ Communicator& world() { return *world_slot(); }
 
 const char* count_case_name(CountCase c) {
   switch (c) {
-    case CountCase::kZero: return "Zero";
-    case CountCase::kOne: return "One";
-    case CountCase::kSeven: return "Seven";
-    case CountCase::kRanksMinusOne: return "RanksMinusOne";
-    case CountCase::kPrime: return "Prime99991";
-    case CountCase::kLarge: return "Large16MiB";
+    case CountCase::kZero:
+      return "Zero";
+    case CountCase::kOne:
+      return "One";
+    case CountCase::kSeven:
+      return "Seven";
+    case CountCase::kRanksMinusOne:
+      return "RanksMinusOne";
+    case CountCase::kPrime:
+      return "Prime99991";
+    case CountCase::kLarge:
+      return "Large16MiB";
   }
   return "?";
 }
 
 std::size_t count_for(CountCase c, hm_dtype_t dtype, int ranks, std::size_t blocks) {
   switch (c) {
-    case CountCase::kZero: return 0;
-    case CountCase::kOne: return 1;
-    case CountCase::kSeven: return 7;
-    case CountCase::kRanksMinusOne: return static_cast<std::size_t>(ranks - 1);
-    case CountCase::kPrime: return 99991;  // the largest prime below 1e5
-    case CountCase::kLarge: return (16u << 20) / dtype_size(dtype) / blocks;
+    case CountCase::kZero:
+      return 0;
+    case CountCase::kOne:
+      return 1;
+    case CountCase::kSeven:
+      return 7;
+    case CountCase::kRanksMinusOne:
+      return static_cast<std::size_t>(ranks - 1);
+    case CountCase::kPrime:
+      return 99991;  // the largest prime below 1e5
+    case CountCase::kLarge:
+      return (16u << 20) / dtype_size(dtype) / blocks;
   }
   return 0;
 }
 
 const char* placement_name(Placement p) {
   switch (p) {
-    case Placement::kOutOfPlace: return "OutOfPlace";
-    case Placement::kInPlace: return "InPlace";
-    case Placement::kSamePointer: return "SamePointer";
+    case Placement::kOutOfPlace:
+      return "OutOfPlace";
+    case Placement::kInPlace:
+      return "InPlace";
+    case Placement::kSamePointer:
+      return "SamePointer";
   }
   return "?";
 }

@@ -19,9 +19,9 @@ Communicator& world();
 // The counts every collective is tested with.
 enum class CountCase { kZero, kOne, kSeven, kRanksMinusOne, kPrime, kLarge };
 const char* count_case_name(CountCase c);
-inline constexpr CountCase kAllCounts[] = {CountCase::kZero,          CountCase::kOne,
-                                           CountCase::kSeven,         CountCase::kRanksMinusOne,
-                                           CountCase::kPrime,         CountCase::kLarge};
+inline constexpr CountCase kAllCounts[] = {CountCase::kZero,  CountCase::kOne,
+                                           CountCase::kSeven, CountCase::kRanksMinusOne,
+                                           CountCase::kPrime, CountCase::kLarge};
 
 // The count argument for a case. kLarge makes the largest buffer the call touches 16 MiB:
 // `blocks` is how many count-sized blocks that buffer holds (ranks for reduce_scatter,
@@ -33,8 +33,8 @@ std::size_t count_for(CountCase c, hm_dtype_t dtype, int ranks, std::size_t bloc
 enum class Placement { kOutOfPlace, kInPlace, kSamePointer };
 const char* placement_name(Placement p);
 
-inline constexpr hm_dtype_t kAllDtypes[] = {HM_INT8,    HM_UINT8,    HM_INT32,  HM_UINT32,
-                                            HM_INT64,   HM_UINT64,   HM_FLOAT16, HM_BFLOAT16,
+inline constexpr hm_dtype_t kAllDtypes[] = {HM_INT8,    HM_UINT8,  HM_INT32,   HM_UINT32,
+                                            HM_INT64,   HM_UINT64, HM_FLOAT16, HM_BFLOAT16,
                                             HM_FLOAT32, HM_FLOAT64};
 inline constexpr hm_op_t kAllOps[] = {HM_SUM, HM_PROD, HM_MIN, HM_MAX, HM_AVG};
 

@@ -25,8 +25,7 @@ void fill_expected(void* buffer, hm_dtype_t dtype, hm_op_t op, int nranks, std::
                    std::size_t count, unsigned salt = 0);
 
 // Elements whose bytes differ.
-std::size_t count_wrong(const void* got, const void* expected, std::size_t count,
-                        hm_dtype_t dtype);
+std::size_t count_wrong(const void* got, const void* expected, std::size_t count, hm_dtype_t dtype);
 
 // Encodes a double (already representable or to be rounded to nearest even) as one element.
 void encode(double value, hm_dtype_t dtype, void* element);

@@ -11,8 +11,8 @@
 // checked), out of place and in place.
 #include <holmes/holmes.hpp>
 
-#include <CLI/CLI.hpp>
 #include <fmt/format.h>
+#include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
@@ -31,7 +31,15 @@ namespace {
 
 using holmes::Communicator;
 
-enum class Coll { kAllreduce, kReduceScatter, kAllgather, kBroadcast, kReduce, kAlltoall, kSendRecv };
+enum class Coll {
+  kAllreduce,
+  kReduceScatter,
+  kAllgather,
+  kBroadcast,
+  kReduce,
+  kAlltoall,
+  kSendRecv
+};
 
 const std::map<std::string, Coll> kCollectives = {
     {"allreduce", Coll::kAllreduce}, {"reduce_scatter", Coll::kReduceScatter},
@@ -40,10 +48,10 @@ const std::map<std::string, Coll> kCollectives = {
     {"sendrecv", Coll::kSendRecv}};
 
 const std::map<std::string, hm_dtype_t> kDtypes = {
-    {"int8", HM_INT8},         {"uint8", HM_UINT8},       {"int32", HM_INT32},
-    {"uint32", HM_UINT32},     {"int64", HM_INT64},       {"uint64", HM_UINT64},
-    {"float16", HM_FLOAT16},   {"half", HM_FLOAT16},      {"bfloat16", HM_BFLOAT16},
-    {"float32", HM_FLOAT32},   {"float", HM_FLOAT32},     {"float64", HM_FLOAT64},
+    {"int8", HM_INT8},       {"uint8", HM_UINT8},   {"int32", HM_INT32},
+    {"uint32", HM_UINT32},   {"int64", HM_INT64},   {"uint64", HM_UINT64},
+    {"float16", HM_FLOAT16}, {"half", HM_FLOAT16},  {"bfloat16", HM_BFLOAT16},
+    {"float32", HM_FLOAT32}, {"float", HM_FLOAT32}, {"float64", HM_FLOAT64},
     {"double", HM_FLOAT64}};
 
 const std::map<std::string, hm_op_t> kOps = {
@@ -55,11 +63,14 @@ bool reduces(Coll c) {
 
 double bus_factor(Coll c, int n) {
   switch (c) {
-    case Coll::kAllreduce: return 2.0 * (n - 1) / n;
+    case Coll::kAllreduce:
+      return 2.0 * (n - 1) / n;
     case Coll::kReduceScatter:
     case Coll::kAllgather:
-    case Coll::kAlltoall: return static_cast<double>(n - 1) / n;
-    default: return 1.0;
+    case Coll::kAlltoall:
+      return static_cast<double>(n - 1) / n;
+    default:
+      return 1.0;
   }
 }
 
@@ -68,10 +79,14 @@ std::size_t parse_size(const std::string& text) {
   const double value = std::stod(text, &pos);
   std::string suffix = text.substr(pos);
   double scale = 1;
-  if (suffix == "K" || suffix == "k") scale = 1024;
-  else if (suffix == "M" || suffix == "m") scale = 1024.0 * 1024;
-  else if (suffix == "G" || suffix == "g") scale = 1024.0 * 1024 * 1024;
-  else if (!suffix.empty() && suffix != "B") throw std::invalid_argument("bad size " + text);
+  if (suffix == "K" || suffix == "k")
+    scale = 1024;
+  else if (suffix == "M" || suffix == "m")
+    scale = 1024.0 * 1024;
+  else if (suffix == "G" || suffix == "g")
+    scale = 1024.0 * 1024 * 1024;
+  else if (!suffix.empty() && suffix != "B")
+    throw std::invalid_argument("bad size " + text);
   return static_cast<std::size_t>(value * scale);
 }
 
@@ -110,8 +125,8 @@ struct Buffers {
 };
 
 // One call of the collective, out of place or in place.
-void run_once(Communicator& comm, Coll c, Buffers& b, const Shape& s, hm_dtype_t dtype,
-              hm_op_t op, int root, bool in_place) {
+void run_once(Communicator& comm, Coll c, Buffers& b, const Shape& s, hm_dtype_t dtype, hm_op_t op,
+              int root, bool in_place) {
   const int n = comm.size();
   const int r = comm.rank();
   const std::size_t es = holmes::dtype_size(dtype);
@@ -162,9 +177,8 @@ std::size_t check_once(Communicator& comm, Coll c, Buffers& b, const Shape& s, h
   const hm_op_t fill_op = reduces(c) ? op : HM_SUM;
   std::vector<std::byte> expected;
   // Inputs.
-  std::byte* input = in_place && c != Coll::kReduceScatter && c != Coll::kSendRecv
-                         ? b.recv.data()
-                         : b.send.data();
+  std::byte* input =
+      in_place && c != Coll::kReduceScatter && c != Coll::kSendRecv ? b.recv.data() : b.send.data();
   switch (c) {
     case Coll::kAllgather:
       if (in_place) input = b.recv.data() + static_cast<std::size_t>(r) * s.count * es;
@@ -204,8 +218,8 @@ std::size_t check_once(Communicator& comm, Coll c, Buffers& b, const Shape& s, h
       break;
     case Coll::kAllgather:
       for (int j = 0; j < n; ++j) {
-        fill_input(expected.data() + static_cast<std::size_t>(j) * s.count * es, dtype, fill_op,
-                   j, static_cast<std::size_t>(j) * s.count, s.count);
+        fill_input(expected.data() + static_cast<std::size_t>(j) * s.count * es, dtype, fill_op, j,
+                   static_cast<std::size_t>(j) * s.count, s.count);
       }
       break;
     case Coll::kBroadcast:
@@ -213,8 +227,8 @@ std::size_t check_once(Communicator& comm, Coll c, Buffers& b, const Shape& s, h
       break;
     case Coll::kAlltoall:
       for (int j = 0; j < n; ++j) {
-        fill_input(expected.data() + static_cast<std::size_t>(j) * s.count * es, dtype, fill_op,
-                   j, static_cast<std::size_t>(r) * s.count, s.count);
+        fill_input(expected.data() + static_cast<std::size_t>(j) * s.count * es, dtype, fill_op, j,
+                   static_cast<std::size_t>(r) * s.count, s.count);
       }
       break;
     case Coll::kSendRecv:
@@ -262,12 +276,14 @@ int main(int argc, char** argv) {
       ->required();
   app.add_option("-b,--minbytes", min_size, "smallest size (bytes; K, M, G suffixes)");
   app.add_option("-e,--maxbytes", max_size, "largest size");
-  app.add_option("-f,--stepfactor", factor, "size multiplier between rows")->check(CLI::Range(1.01, 1e6));
+  app.add_option("-f,--stepfactor", factor, "size multiplier between rows")
+      ->check(CLI::Range(1.01, 1e6));
   app.add_option("-d,--datatype", dtype_arg, "element type");
   app.add_option("-o,--op", op_arg, "reduction: sum, prod, min, max, avg");
   app.add_option("-r,--root", root, "root of broadcast and reduce");
   app.add_option("-n,--iters", iters, "timed iterations per size")->check(CLI::Range(1, 1000000));
-  app.add_option("-w,--warmup", warmup, "untimed iterations per size")->check(CLI::Range(0, 1000000));
+  app.add_option("-w,--warmup", warmup, "untimed iterations per size")
+      ->check(CLI::Range(0, 1000000));
   app.add_flag("-c,--check", check, "check every result exactly (#wrong column)");
   app.add_option("--csv", csv_path, "also write the rows as CSV");
   app.add_option("--json", json_path, "also write the rows as JSON");
@@ -290,7 +306,8 @@ int main(int argc, char** argv) {
   const auto dtype_it = kDtypes.find(dtype_arg);
   const auto op_it = kOps.find(op_arg);
   if (dtype_it == kDtypes.end() || op_it == kOps.end()) {
-    fmt::print(stderr, "holmes-bench: unknown {} '{}'\n", dtype_it == kDtypes.end() ? "dtype" : "op",
+    fmt::print(stderr, "holmes-bench: unknown {} '{}'\n",
+               dtype_it == kDtypes.end() ? "dtype" : "op",
                dtype_it == kDtypes.end() ? dtype_arg : op_arg);
     return 2;
   }
@@ -320,13 +337,15 @@ int main(int argc, char** argv) {
       fmt::print("# holmes-bench: {} ranks, dtype {}, op {}, root {}, iters {}, warmup {}{}\n", n,
                  holmes::dtype_name(dtype), holmes::op_name(op), root, iters, warmup,
                  check ? ", checked" : "");
-      fmt::print("# {:>12} {:>12} {:>9} {:>6} {:>5}  {:>10} {:>8} {:>8} {:>7}  {:>10} {:>8} "
-                 "{:>8} {:>7}\n",
-                 "", "", "", "", "", "out-of-place", "", "", "", "in-place", "", "", "");
-      fmt::print("# {:>12} {:>12} {:>9} {:>6} {:>5}  {:>10} {:>8} {:>8} {:>7}  {:>10} {:>8} "
-                 "{:>8} {:>7}\n",
-                 "size", "count", "type", "redop", "root", "time(us)", "algbw", "busbw",
-                 "#wrong", "time(us)", "algbw", "busbw", "#wrong");
+      fmt::print(
+          "# {:>12} {:>12} {:>9} {:>6} {:>5}  {:>10} {:>8} {:>8} {:>7}  {:>10} {:>8} "
+          "{:>8} {:>7}\n",
+          "", "", "", "", "", "out-of-place", "", "", "", "in-place", "", "", "");
+      fmt::print(
+          "# {:>12} {:>12} {:>9} {:>6} {:>5}  {:>10} {:>8} {:>8} {:>7}  {:>10} {:>8} "
+          "{:>8} {:>7}\n",
+          "size", "count", "type", "redop", "root", "time(us)", "algbw", "busbw", "#wrong",
+          "time(us)", "algbw", "busbw", "#wrong");
     }
     for (const auto& [name, coll] : selected) {
       if (r == 0) fmt::print("# {}\n", name);
@@ -338,14 +357,21 @@ int main(int argc, char** argv) {
         Buffers b;
         b.send.resize(std::max(s.send_elems, s.recv_elems) * es);
         b.recv.resize(std::max(s.send_elems, s.recv_elems) * es);
-        Row row{name, s.size_elems * es, s.size_elems, holmes::dtype_name(dtype),
+        Row row{name,
+                s.size_elems * es,
+                s.size_elems,
+                holmes::dtype_name(dtype),
                 reduces(coll) ? holmes::op_name(op) : "none",
-                coll == Coll::kBroadcast || coll == Coll::kReduce ? root : -1, {}, {}, {}, {-1, -1}};
+                coll == Coll::kBroadcast || coll == Coll::kReduce ? root : -1,
+                {},
+                {},
+                {},
+                {-1, -1}};
         for (int place = 0; place < 2; ++place) {
           const bool in_place = place == 1;
           if (check) {
-            const auto wrong = static_cast<double>(
-                check_once(comm, coll, b, s, dtype, op, root, in_place));
+            const auto wrong =
+                static_cast<double>(check_once(comm, coll, b, s, dtype, op, root, in_place));
             double total = 0;
             comm.allreduce(&wrong, &total, 1, HM_FLOAT64, HM_SUM);
             row.wrong[place] = static_cast<long long>(total);
@@ -365,11 +391,12 @@ int main(int argc, char** argv) {
         }
         if (r == 0) {
           auto wrong = [](long long w) { return w < 0 ? std::string("N/A") : std::to_string(w); };
-          fmt::print("  {:>12} {:>12} {:>9} {:>6} {:>5}  {:>10.1f} {:>8.3f} {:>8.3f} {:>7}  "
-                     "{:>10.1f} {:>8.3f} {:>8.3f} {:>7}\n",
-                     row.size_bytes, row.count, row.type, row.redop, row.root, row.time_us[0],
-                     row.algbw[0], row.busbw[0], wrong(row.wrong[0]), row.time_us[1],
-                     row.algbw[1], row.busbw[1], wrong(row.wrong[1]));
+          fmt::print(
+              "  {:>12} {:>12} {:>9} {:>6} {:>5}  {:>10.1f} {:>8.3f} {:>8.3f} {:>7}  "
+              "{:>10.1f} {:>8.3f} {:>8.3f} {:>7}\n",
+              row.size_bytes, row.count, row.type, row.redop, row.root, row.time_us[0],
+              row.algbw[0], row.busbw[0], wrong(row.wrong[0]), row.time_us[1], row.algbw[1],
+              row.busbw[1], wrong(row.wrong[1]));
           std::fflush(stdout);
         }
         rows.push_back(row);
@@ -382,7 +409,8 @@ int main(int argc, char** argv) {
       busbw_sum += row.busbw[0];
     }
     if (r == 0) {
-      fmt::print("# Out of bounds values : {} {}\n", total_wrong, total_wrong == 0 ? "OK" : "FAILED");
+      fmt::print("# Out of bounds values : {} {}\n", total_wrong,
+                 total_wrong == 0 ? "OK" : "FAILED");
       fmt::print("# Avg bus bandwidth    : {:.3f} GB/s\n",
                  rows.empty() ? 0.0 : busbw_sum / static_cast<double>(rows.size()));
       if (!csv_path.empty()) {
@@ -390,22 +418,33 @@ int main(int argc, char** argv) {
         csv << "collective,size,count,type,redop,root,time_us,algbw,busbw,wrong,"
                "time_us_inplace,algbw_inplace,busbw_inplace,wrong_inplace,ranks\n";
         for (const auto& row : rows) {
-          csv << fmt::format("{},{},{},{},{},{},{:.3f},{:.6f},{:.6f},{},{:.3f},{:.6f},{:.6f},{},{}\n",
-                             row.collective, row.size_bytes, row.count, row.type, row.redop,
-                             row.root, row.time_us[0], row.algbw[0], row.busbw[0], row.wrong[0],
-                             row.time_us[1], row.algbw[1], row.busbw[1], row.wrong[1], n);
+          csv << fmt::format(
+              "{},{},{},{},{},{},{:.3f},{:.6f},{:.6f},{},{:.3f},{:.6f},{:.6f},{},{}\n",
+              row.collective, row.size_bytes, row.count, row.type, row.redop, row.root,
+              row.time_us[0], row.algbw[0], row.busbw[0], row.wrong[0], row.time_us[1],
+              row.algbw[1], row.busbw[1], row.wrong[1], n);
         }
       }
       if (!json_path.empty()) {
         nlohmann::json out = nlohmann::json::array();
         for (const auto& row : rows) {
-          out.push_back({{"collective", row.collective}, {"size", row.size_bytes},
-                         {"count", row.count}, {"type", row.type}, {"redop", row.redop},
-                         {"root", row.root}, {"ranks", n},
-                         {"out_of_place", {{"time_us", row.time_us[0]}, {"algbw", row.algbw[0]},
-                                           {"busbw", row.busbw[0]}, {"wrong", row.wrong[0]}}},
-                         {"in_place", {{"time_us", row.time_us[1]}, {"algbw", row.algbw[1]},
-                                       {"busbw", row.busbw[1]}, {"wrong", row.wrong[1]}}}});
+          out.push_back({{"collective", row.collective},
+                         {"size", row.size_bytes},
+                         {"count", row.count},
+                         {"type", row.type},
+                         {"redop", row.redop},
+                         {"root", row.root},
+                         {"ranks", n},
+                         {"out_of_place",
+                          {{"time_us", row.time_us[0]},
+                           {"algbw", row.algbw[0]},
+                           {"busbw", row.busbw[0]},
+                           {"wrong", row.wrong[0]}}},
+                         {"in_place",
+                          {{"time_us", row.time_us[1]},
+                           {"algbw", row.algbw[1]},
+                           {"busbw", row.busbw[1]},
+                           {"wrong", row.wrong[1]}}}});
         }
         std::ofstream(json_path) << out.dump(2) << "\n";
       }

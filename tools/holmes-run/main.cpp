@@ -8,8 +8,8 @@
 // "[rank K] ". SIGINT and SIGTERM are forwarded to every rank. When a rank fails (non-zero exit
 // or a signal) the others are stopped (SIGTERM, then SIGKILL after a grace period) and
 // holmes-run exits non-zero, naming the rank.
-#include <CLI/CLI.hpp>
 #include <fmt/format.h>
+#include <CLI/CLI.hpp>
 
 #include <fcntl.h>
 #include <poll.h>
@@ -166,7 +166,6 @@ int main(int argc, char** argv) {
   }
   const std::string store_address = fmt::format("{}:{}", host, store->port());
 
-
   // Everything the children need is prepared before fork(): between fork and exec only
   // async-signal-safe calls are allowed.
   std::vector<std::string> base_env;
@@ -262,9 +261,8 @@ int main(int argc, char** argv) {
     kill_at = Clock::now() + std::chrono::milliseconds(static_cast<long>(grace_s * 1000));
   };
 
-  while (running > 0 || std::any_of(ranks.begin(), ranks.end(), [](const Rank& r) {
-           return r.out.fd >= 0 || r.err.fd >= 0;
-         })) {
+  while (running > 0 || std::any_of(ranks.begin(), ranks.end(),
+                                    [](const Rank& r) { return r.out.fd >= 0 || r.err.fd >= 0; })) {
     std::vector<pollfd> fds;
     std::vector<Stream*> streams;
     std::vector<int> owners;

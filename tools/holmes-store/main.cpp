@@ -2,8 +2,8 @@
 // themselves (set HOLMES_STORE_SERVE=0 on the ranks and point HOLMES_STORE here).
 //
 //   holmes-store [--host 0.0.0.0] [--port 29500] [--token T]   (token also from HOLMES_TOKEN)
-#include <CLI/CLI.hpp>
 #include <fmt/format.h>
+#include <CLI/CLI.hpp>
 
 #include <signal.h>
 
@@ -19,7 +19,8 @@ int main(int argc, char** argv) {
   std::string token;
   if (const char* env = std::getenv("HOLMES_TOKEN")) token = env;
   app.add_option("--host", host, "address to listen on");
-  app.add_option("--port", port, "port to listen on (0: any free port)")->check(CLI::Range(0, 65535));
+  app.add_option("--port", port, "port to listen on (0: any free port)")
+      ->check(CLI::Range(0, 65535));
   app.add_option("--token", token, "job token clients must prove (default: $HOLMES_TOKEN)");
   CLI11_PARSE(app, argc, argv);
 

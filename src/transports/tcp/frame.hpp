@@ -15,8 +15,8 @@ namespace holmes::tcp {
 
 constexpr std::uint32_t kFrameMagic = 0x31464d48;  // "HMF1"
 constexpr std::size_t kFrameHeaderBytes = 40;
-constexpr std::size_t kMaxFragmentBytes = 4u << 20;       // a fragment never exceeds 4 MiB
-constexpr std::uint64_t kMaxMessageBytes = 1ull << 40;    // 1 TiB
+constexpr std::size_t kMaxFragmentBytes = 4u << 20;     // a fragment never exceeds 4 MiB
+constexpr std::uint64_t kMaxMessageBytes = 1ull << 40;  // 1 TiB
 
 struct FrameHeader {
   std::uint32_t signature = 0;

@@ -96,7 +96,8 @@ struct Key {
 };
 struct KeyHash {
   std::size_t operator()(const Key& k) const {
-    return std::hash<std::uint64_t>()(k.tag * 0x9e3779b97f4a7c15ull ^ static_cast<unsigned>(k.peer));
+    return std::hash<std::uint64_t>()(k.tag * 0x9e3779b97f4a7c15ull ^
+                                      static_cast<unsigned>(k.peer));
   }
 };
 
@@ -125,9 +126,9 @@ class TcpTransport final : public Transport {
   std::string listen_address() const override { return listen_address_; }
   void set_peers(int rank, std::vector<std::string> addresses) override;
   CompletionPtr isend(int peer, std::uint64_t tag, std::uint32_t signature,
-                   std::span<const std::byte> data) override;
+                      std::span<const std::byte> data) override;
   CompletionPtr irecv(int peer, std::uint64_t tag, std::uint32_t signature,
-                   std::span<std::byte> data) override;
+                      std::span<std::byte> data) override;
   void shutdown(hm_status_t status, const std::string& why, bool wait) override;
   LinkProperties link(int peer) const override;
 
@@ -164,6 +165,7 @@ class TcpTransport final : public Transport {
   asio::io_context io_;
   asio::executor_work_guard<asio::io_context::executor_type> work_;
   tcp::acceptor acceptor_;
+  asio::steady_timer accept_backoff_{io_};
   std::string listen_address_;
 
   mutable std::mutex addresses_mutex_;  // addresses_ is also read by link() on other threads
@@ -235,8 +237,9 @@ void TcpTransport::set_peers(int rank, std::vector<std::string> addresses) {
 }
 
 CompletionPtr TcpTransport::isend(int peer, std::uint64_t tag, std::uint32_t signature,
-                               std::span<const std::byte> data) {
-  require(peer >= 0 && peer < size_.load() && peer != rank_.load(), "tcp: cannot send to rank {}", peer);
+                                  std::span<const std::byte> data) {
+  require(peer >= 0 && peer < size_.load() && peer != rank_.load(), "tcp: cannot send to rank {}",
+          peer);
   auto request = std::make_shared<Completion>();
   asio::post(io_, [this, peer, tag, signature, data, request] {
     start_send(peer, tag, signature, data, request);
@@ -245,9 +248,9 @@ CompletionPtr TcpTransport::isend(int peer, std::uint64_t tag, std::uint32_t sig
 }
 
 CompletionPtr TcpTransport::irecv(int peer, std::uint64_t tag, std::uint32_t signature,
-                               std::span<std::byte> data) {
-  require(peer >= 0 && peer < size_.load() && peer != rank_.load(), "tcp: cannot receive from rank {}",
-          peer);
+                                  std::span<std::byte> data) {
+  require(peer >= 0 && peer < size_.load() && peer != rank_.load(),
+          "tcp: cannot receive from rank {}", peer);
   auto request = std::make_shared<Completion>();
   asio::post(io_, [this, peer, tag, signature, data, request] {
     start_recv(peer, tag, signature, data, request);
@@ -425,64 +428,66 @@ void TcpTransport::connect_peer(int peer) {
 }
 
 void TcpTransport::client_handshake(int peer, int index, const std::shared_ptr<OutLink>& link) {
-  asio::async_read(link->socket, asio::buffer(link->challenge), [this, peer, index, link](
-                                                                    const error_code& ec,
-                                                                    std::size_t) {
-    if (closed_ || peers_[peer].failure != HM_SUCCESS) return;
-    auth::Challenge challenge;
-    if (ec || !auth::Challenge::decode(link->challenge, auth::Channel::kData, challenge)) {
-      fail_peer(peer, ec ? HM_ERR_PEER_FAILED : HM_ERR_AUTH,
-                fmt::format("{} did not answer as a Holmes endpoint{}", peer_name(peer),
-                            ec ? ": " + ec.message() : std::string()));
-      return;
-    }
-    link->server_nonce = challenge.server_nonce;
-    auth::Proof proof;
-    proof.client_nonce = auth::random_nonce();
-    link->client_nonce = proof.client_nonce;
-    proof.mac = auth::compute_mac(
-        options_.token, auth::Role::kClient, auth::Channel::kData, link->server_nonce,
-        proof.client_nonce, context_for(rank_.load(), peer, index, options_.sockets_per_peer));
-    ByteWriter hello;
-    hello.put_bytes(proof.encode());
-    hello.put<std::uint32_t>(static_cast<std::uint32_t>(rank_.load()));
-    hello.put<std::uint32_t>(static_cast<std::uint32_t>(index));
-    hello.put<std::uint32_t>(static_cast<std::uint32_t>(options_.sockets_per_peer));
-    link->hello = std::move(hello.bytes());
-    asio::async_write(
-        link->socket, asio::buffer(link->hello),
-        [this, peer, index, link](const error_code& ec, std::size_t) {
-          if (closed_ || peers_[peer].failure != HM_SUCCESS) return;
-          if (ec) {
-            fail_peer(peer, HM_ERR_PEER_FAILED,
-                      fmt::format("handshake with {} failed: {}", peer_name(peer), ec.message()));
-            return;
-          }
-          asio::async_read(
-              link->socket, asio::buffer(link->verdict),
-              [this, peer, index, link](const error_code& ec, std::size_t) {
-                if (closed_ || peers_[peer].failure != HM_SUCCESS) return;
-                const auto verdict = auth::Verdict::decode(link->verdict);
-                if (ec || !verdict.accepted) {
-                  fail_peer(peer, HM_ERR_AUTH,
-                            fmt::format("{} refused this rank's job token (HOLMES_TOKEN differs, "
-                                        "or another communicator listens there)",
-                                        peer_name(peer)));
-                  return;
-                }
-                const auto expected = auth::compute_mac(
-                    options_.token, auth::Role::kServer, auth::Channel::kData,
-                    link->server_nonce, link->client_nonce,
-                    context_for(rank_.load(), peer, index, options_.sockets_per_peer));
-                if (!auth::macs_equal(expected, verdict.mac)) {
-                  fail_peer(peer, HM_ERR_AUTH,
-                            fmt::format("{} could not prove the job token", peer_name(peer)));
-                  return;
-                }
-                link_ready(peer, link);
-              });
-        });
-  });
+  asio::async_read(
+      link->socket, asio::buffer(link->challenge),
+      [this, peer, index, link](const error_code& ec, std::size_t) {
+        if (closed_ || peers_[peer].failure != HM_SUCCESS) return;
+        auth::Challenge challenge;
+        if (ec || !auth::Challenge::decode(link->challenge, auth::Channel::kData, challenge)) {
+          fail_peer(peer, ec ? HM_ERR_PEER_FAILED : HM_ERR_AUTH,
+                    fmt::format("{} did not answer as a Holmes endpoint{}", peer_name(peer),
+                                ec ? ": " + ec.message() : std::string()));
+          return;
+        }
+        link->server_nonce = challenge.server_nonce;
+        auth::Proof proof;
+        proof.client_nonce = auth::random_nonce();
+        link->client_nonce = proof.client_nonce;
+        proof.mac = auth::compute_mac(
+            options_.token, auth::Role::kClient, auth::Channel::kData, link->server_nonce,
+            proof.client_nonce, context_for(rank_.load(), peer, index, options_.sockets_per_peer));
+        ByteWriter hello;
+        hello.put_bytes(proof.encode());
+        hello.put<std::uint32_t>(static_cast<std::uint32_t>(rank_.load()));
+        hello.put<std::uint32_t>(static_cast<std::uint32_t>(index));
+        hello.put<std::uint32_t>(static_cast<std::uint32_t>(options_.sockets_per_peer));
+        link->hello = std::move(hello.bytes());
+        asio::async_write(
+            link->socket, asio::buffer(link->hello),
+            [this, peer, index, link](const error_code& ec, std::size_t) {
+              if (closed_ || peers_[peer].failure != HM_SUCCESS) return;
+              if (ec) {
+                fail_peer(
+                    peer, HM_ERR_PEER_FAILED,
+                    fmt::format("handshake with {} failed: {}", peer_name(peer), ec.message()));
+                return;
+              }
+              asio::async_read(
+                  link->socket, asio::buffer(link->verdict),
+                  [this, peer, index, link](const error_code& ec, std::size_t) {
+                    if (closed_ || peers_[peer].failure != HM_SUCCESS) return;
+                    const auto verdict = auth::Verdict::decode(link->verdict);
+                    if (ec || !verdict.accepted) {
+                      fail_peer(
+                          peer, HM_ERR_AUTH,
+                          fmt::format("{} refused this rank's job token (HOLMES_TOKEN differs, "
+                                      "or another communicator listens there)",
+                                      peer_name(peer)));
+                      return;
+                    }
+                    const auto expected = auth::compute_mac(
+                        options_.token, auth::Role::kServer, auth::Channel::kData,
+                        link->server_nonce, link->client_nonce,
+                        context_for(rank_.load(), peer, index, options_.sockets_per_peer));
+                    if (!auth::macs_equal(expected, verdict.mac)) {
+                      fail_peer(peer, HM_ERR_AUTH,
+                                fmt::format("{} could not prove the job token", peer_name(peer)));
+                      return;
+                    }
+                    link_ready(peer, link);
+                  });
+            });
+      });
 }
 
 void TcpTransport::link_ready(int peer, const std::shared_ptr<OutLink>& link) {
@@ -502,13 +507,22 @@ void TcpTransport::link_ready(int peer, const std::shared_ptr<OutLink>& link) {
 void TcpTransport::accept_next() {
   acceptor_.async_accept([this](const error_code& ec, tcp::socket socket) {
     if (closed_ || ec == asio::error::operation_aborted) return;
-    if (!ec) {
+    if (ec) {
+      // Out of file descriptors or similar: back off instead of spinning on the error.
+      HM_LOG_WARN("tcp rank {}: accept failed: {}; retrying in 100 ms", rank_.load(), ec.message());
+      accept_backoff_.expires_after(std::chrono::milliseconds(100));
+      accept_backoff_.async_wait([this](const error_code& wait_ec) {
+        if (!wait_ec && !closed_) accept_next();
+      });
+      return;
+    }
+    {
       configure(socket);
       auto link = std::make_shared<InLink>(io_, std::move(socket));
       error_code rec;
       const auto remote = link->socket.remote_endpoint(rec);
-      link->remote =
-          rec ? std::string("?") : fmt::format("{}:{}", remote.address().to_string(), remote.port());
+      link->remote = rec ? std::string("?")
+                         : fmt::format("{}:{}", remote.address().to_string(), remote.port());
       in_links_.insert(link);
       server_handshake(link);
     }
@@ -544,9 +558,8 @@ void TcpTransport::server_handshake(const std::shared_ptr<InLink>& link) {
 }
 
 void TcpTransport::check_hello(const std::shared_ptr<InLink>& link) {
-  const auto proof = auth::Proof::decode(
-      std::span<const std::uint8_t, auth::Proof::kWireBytes>(link->hello.data(),
-                                                             auth::Proof::kWireBytes));
+  const auto proof = auth::Proof::decode(std::span<const std::uint8_t, auth::Proof::kWireBytes>(
+      link->hello.data(), auth::Proof::kWireBytes));
   const std::uint8_t* identity = link->hello.data() + auth::Proof::kWireBytes;
   const auto rank = load_le<std::uint32_t>(identity);
   const auto index = load_le<std::uint32_t>(identity + 4);
@@ -559,8 +572,8 @@ void TcpTransport::check_hello(const std::shared_ptr<InLink>& link) {
   } else if (count == 0 || count > kMaxSocketsPerPeer || index >= count) {
     why = fmt::format("claims link {} of {}", index, count);
   } else {
-    const auto context = context_for(static_cast<int>(rank), rank_.load(),
-                                     static_cast<int>(index), static_cast<int>(count));
+    const auto context = context_for(static_cast<int>(rank), rank_.load(), static_cast<int>(index),
+                                     static_cast<int>(count));
     const auto expected =
         auth::compute_mac(options_.token, auth::Role::kClient, auth::Channel::kData,
                           link->server_nonce, proof.client_nonce, context);
@@ -623,9 +636,10 @@ void TcpTransport::on_fragment(const std::shared_ptr<InLink>& link, const FrameH
           h.total != r.size
               ? fmt::format("{} sent {} bytes where this rank expects {}", peer_name(link->peer),
                             h.total, r.size)
-              : fmt::format("{} is in a different operation (signature {:08x}, expected {:08x}): "
-                            "the ranks disagree on collective, count, dtype, op or root",
-                            peer_name(link->peer), h.signature, r.signature);
+              : fmt::format(
+                    "{} is in a different operation (signature {:08x}, expected {:08x}): "
+                    "the ranks disagree on collective, count, dtype, op or root",
+                    peer_name(link->peer), h.signature, r.signature);
       r.request->complete(HM_ERR_MISMATCH, message);
       posted_.erase(it);
       discard_payload(link, h.length);
@@ -687,7 +701,8 @@ void TcpTransport::deliver_piece(const Key& key, std::uint64_t total, std::uint3
   entry.pieces.emplace_back(offset, std::move(piece));
 }
 
-void TcpTransport::account_received(const Key& key, const CompletionPtr& request, std::size_t bytes) {
+void TcpTransport::account_received(const Key& key, const CompletionPtr& request,
+                                    std::size_t bytes) {
   auto it = posted_.find(key);
   if (it == posted_.end() || it->second.request != request) return;
   it->second.received += bytes;
@@ -725,8 +740,8 @@ void TcpTransport::start_recv(int peer, std::uint64_t tag, std::uint32_t signatu
       request->complete(
           HM_ERR_MISMATCH,
           u.total != r.size
-              ? fmt::format("{} sent {} bytes where this rank expects {}", peer_name(peer),
-                            u.total, r.size)
+              ? fmt::format("{} sent {} bytes where this rank expects {}", peer_name(peer), u.total,
+                            r.size)
               : fmt::format("{} is in a different operation (signature {:08x}, expected {:08x}): "
                             "the ranks disagree on collective, count, dtype, op or root",
                             peer_name(peer), u.signature, r.signature));
@@ -749,9 +764,9 @@ void TcpTransport::start_recv(int peer, std::uint64_t tag, std::uint32_t signatu
     return;
   }
   if (p.gone) {
-    request->complete(HM_ERR_PEER_FAILED,
-                      fmt::format("{} closed its connections before sending this message",
-                                  peer_name(peer)));
+    request->complete(
+        HM_ERR_PEER_FAILED,
+        fmt::format("{} closed its connections before sending this message", peer_name(peer)));
     return;
   }
   posted_.emplace(key, r);
@@ -792,7 +807,7 @@ void TcpTransport::fail_posted_from(int peer, hm_status_t status, const std::str
   }
   for (auto it = unexpected_.begin(); it != unexpected_.end();) {
     it = it->first.peer == peer && it->second.received < it->second.total ? unexpected_.erase(it)
-                                                                           : std::next(it);
+                                                                          : std::next(it);
   }
 }
 
@@ -833,6 +848,7 @@ void TcpTransport::do_shutdown(hm_status_t status, const std::string& why) {
   closed_why_ = why;
   error_code ignored;
   acceptor_.close(ignored);
+  accept_backoff_.cancel();
   // Close every socket first: from here on no read can land in a caller's buffer.
   for (auto& p : peers_) {
     for (auto& link : p.out) {
