@@ -43,6 +43,20 @@ std::unique_ptr<Transport> make_transport(const std::string& local_addr, int soc
   return tcp::make_tcp_transport(options);
 }
 
+// Up to this many ranks every pair connects when the communicator is created, so that a rank
+// that fails or closes is seen at once by all the others (its sockets close). Larger
+// communicators connect on first use, to keep the number of sockets per rank bounded.
+constexpr int kEagerConnectMaxRanks = 64;
+
+void connect_eagerly(Transport& transport, int size, const Deadline& deadline) {
+  if (size > kEagerConnectMaxRanks) return;
+  const auto connected = transport.connect_all();
+  if (!connected->wait_until(deadline)) {
+    fail(HM_ERR_TIMEOUT, "could not connect to every rank in time");
+  }
+  if (connected->status() != HM_SUCCESS) throw Error(connected->status(), connected->message());
+}
+
 }  // namespace
 
 CommunicatorImpl::CommunicatorImpl(Params params)
@@ -98,6 +112,7 @@ std::shared_ptr<CommunicatorImpl> CommunicatorImpl::create_world(const ResolvedC
     addresses[static_cast<std::size_t>(i)] = value.substr(space + 1);
   }
   transport->set_peers(config.rank, addresses);
+  connect_eagerly(*transport, config.world_size, deadline);
   // Leave together: nobody returns while another rank may still need the store (which rank
   // 0's process serves).
   if (store.add(prefix + "joined", 1) == config.world_size) store.set(prefix + "ready", "1");
@@ -172,6 +187,7 @@ std::shared_ptr<CommunicatorImpl> CommunicatorImpl::split(int color, int key) {
     addresses.push_back(members[i].address);
   }
   transport->set_peers(new_rank, addresses);
+  connect_eagerly(*transport, static_cast<int>(members.size()), Deadline::after(timeout_));
 
   Params params;
   params.rank = new_rank;

@@ -47,6 +47,11 @@ class Transport {
   // isend/irecv; connections are made when first needed. Until then, incoming connections wait.
   virtual void set_peers(int rank, std::vector<std::string> addresses) = 0;
 
+  // Starts connecting to every peer now instead of on first use; the completion ends when this
+  // endpoint's connections to all peers are up (or with the first failure). With every pair
+  // connected up front, a peer that goes away is noticed at once by everyone waiting on it.
+  virtual CompletionPtr connect_all() = 0;
+
   virtual CompletionPtr isend(int peer, std::uint64_t tag, std::uint32_t signature,
                               std::span<const std::byte> data) = 0;
   virtual CompletionPtr irecv(int peer, std::uint64_t tag, std::uint32_t signature,

@@ -122,8 +122,12 @@ TEST(InvalidArgumentTest, BadConfig) {
 }
 
 // Ranks pass different counts to the same allreduce: HM_ERR_MISMATCH, not corrupted data.
+// Fault tests give their communicator a timeout well below the world's, so that even a slow
+// failure ends there before any world collective gives up.
+constexpr int kFaultTimeoutMs = 15000;
+
 TEST(MismatchTest, DifferentCountsAreDetected) {
-  CComm comm;
+  CComm comm(kFaultTimeoutMs);
   int rank = 0;
   hm_comm_rank(comm.handle, &rank);
   std::vector<float> data(64, 1.0f);
@@ -150,7 +154,7 @@ TEST(MismatchTest, DifferentCountsAreDetected) {
 }
 
 TEST(MismatchTest, DifferentDtypesAreDetected) {
-  CComm comm;
+  CComm comm(kFaultTimeoutMs);
   int rank = 0;
   hm_comm_rank(comm.handle, &rank);
   std::vector<std::int32_t> data(16, 1);
@@ -187,7 +191,7 @@ TEST(TimeoutTest, SilentPeerTimesOutNamingIt) {
 
 // hm_comm_abort from another thread wakes a thread blocked in a receive, at once.
 TEST(AbortTest, AbortWakesABlockedThread) {
-  CComm comm;
+  CComm comm(kFaultTimeoutMs);
   int rank = 0;
   hm_comm_rank(comm.handle, &rank);
   if (rank == 0) {

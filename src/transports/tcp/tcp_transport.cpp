@@ -125,6 +125,7 @@ class TcpTransport final : public Transport {
   const char* name() const override { return "tcp"; }
   std::string listen_address() const override { return listen_address_; }
   void set_peers(int rank, std::vector<std::string> addresses) override;
+  CompletionPtr connect_all() override;
   CompletionPtr isend(int peer, std::uint64_t tag, std::uint32_t signature,
                       std::span<const std::byte> data) override;
   CompletionPtr irecv(int peer, std::uint64_t tag, std::uint32_t signature,
@@ -143,6 +144,8 @@ class TcpTransport final : public Transport {
   void connect_peer(int peer);
   void client_handshake(int peer, int index, const std::shared_ptr<OutLink>& link);
   void link_ready(int peer, const std::shared_ptr<OutLink>& link);
+  // Completes connect_all() waiters once every peer is connected or one has failed.
+  void check_connected();
   void accept_next();
   void server_handshake(const std::shared_ptr<InLink>& link);
   void check_hello(const std::shared_ptr<InLink>& link);
@@ -176,6 +179,7 @@ class TcpTransport final : public Transport {
   std::vector<PeerState> peers_;
   std::unordered_set<std::shared_ptr<InLink>> in_links_;
   std::vector<std::shared_ptr<InLink>> early_hellos_;  // proven later, once peers are known
+  std::vector<CompletionPtr> connect_waiters_;
   std::unordered_map<Key, PostedRecv, KeyHash> posted_;
   std::unordered_map<Key, Unexpected, KeyHash> unexpected_;
   bool closed_ = false;
@@ -234,6 +238,39 @@ void TcpTransport::set_peers(int rank, std::vector<std::string> addresses) {
       if (!link->closed) check_hello(link);
     }
   });
+}
+
+CompletionPtr TcpTransport::connect_all() {
+  auto done = std::make_shared<Completion>();
+  asio::post(io_, [this, done] {
+    if (closed_) {
+      done->complete(closed_status_, closed_why_);
+      return;
+    }
+    connect_waiters_.push_back(done);
+    for (std::size_t peer = 0; peer < peers_.size(); ++peer) {
+      if (static_cast<int>(peer) != rank_.load() && !peers_[peer].connecting) {
+        connect_peer(static_cast<int>(peer));
+      }
+    }
+    check_connected();
+  });
+  return done;
+}
+
+void TcpTransport::check_connected() {
+  if (connect_waiters_.empty()) return;
+  for (std::size_t peer = 0; peer < peers_.size(); ++peer) {
+    const auto& p = peers_[peer];
+    if (p.failure != HM_SUCCESS) {
+      for (auto& w : connect_waiters_) w->complete(p.failure, p.failure_message);
+      connect_waiters_.clear();
+      return;
+    }
+    if (static_cast<int>(peer) != rank_.load() && p.out_ready < options_.sockets_per_peer) return;
+  }
+  for (auto& w : connect_waiters_) w->complete();
+  connect_waiters_.clear();
 }
 
 CompletionPtr TcpTransport::isend(int peer, std::uint64_t tag, std::uint32_t signature,
@@ -498,6 +535,7 @@ void TcpTransport::link_ready(int peer, const std::shared_ptr<OutLink>& link) {
   auto backlog = std::move(p.backlog);
   p.backlog.clear();
   for (auto& f : backlog) enqueue(peer, std::move(f));
+  check_connected();
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -839,6 +877,7 @@ void TcpTransport::fail_peer(int peer, hm_status_t status, const std::string& me
     }
   }
   fail_posted_from(peer, status, message);
+  check_connected();
 }
 
 void TcpTransport::do_shutdown(hm_status_t status, const std::string& why) {
@@ -873,6 +912,8 @@ void TcpTransport::do_shutdown(hm_status_t status, const std::string& why) {
   for (auto& [key, r] : posted_) r.request->complete(status, why);
   posted_.clear();
   unexpected_.clear();
+  for (auto& w : connect_waiters_) w->complete(status, why);
+  connect_waiters_.clear();
 }
 
 }  // namespace
