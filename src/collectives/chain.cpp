@@ -24,10 +24,7 @@ void chain_broadcast(CollectiveContext& ctx, void* buffer, std::size_t count, hm
   const std::size_t chunks = layout.chunks();
   std::vector<Transfer> sends;
   if (position == 0) {
-    for (std::size_t c = 0; c < chunks; ++c) {
-      const auto range = layout.chunk(0, c);
-      sends.push_back(ctx.send(next, c, {data + range.offset * es, range.count * es}));
-    }
+    send_block_chunks(ctx, next, data, layout, 0, es, 0, sends);
     ctx.wait_all(sends);
     return;
   }
@@ -64,10 +61,7 @@ void chain_reduce(CollectiveContext& ctx, const void* send, void* recv, std::siz
   const std::size_t chunks = layout.chunks();
   std::vector<Transfer> sends;
   if (position == 0) {
-    for (std::size_t c = 0; c < chunks; ++c) {
-      const auto range = layout.chunk(0, c);
-      sends.push_back(ctx.send(next, c, {in + range.offset * es, range.count * es}));
-    }
+    send_block_chunks(ctx, next, in, layout, 0, es, 0, sends);
     ctx.wait_all(sends);
     return;
   }

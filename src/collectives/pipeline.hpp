@@ -89,6 +89,19 @@ class RecvWindow {
   std::size_t next_ = 0;
 };
 
+// Sends every non-empty chunk of `block` of `base` to `peer`, chunk c as step `first_step + c`,
+// and keeps the transfers in `sends` (they are waited for at the end of the collective).
+inline void send_block_chunks(CollectiveContext& ctx, int peer, const std::byte* base,
+                              const BlockLayout& layout, int block, std::size_t element_size,
+                              std::uint64_t first_step, std::vector<Transfer>& sends) {
+  for (std::size_t c = 0; c < layout.chunks(); ++c) {
+    const auto range = layout.chunk(block, c);
+    if (range.count == 0) continue;
+    sends.push_back(ctx.send(peer, first_step + c,
+                             {base + range.offset * element_size, range.count * element_size}));
+  }
+}
+
 // Receives posted ahead of the chunk being processed.
 constexpr std::size_t kPipelineDepth = 4;
 

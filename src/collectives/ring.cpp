@@ -15,10 +15,6 @@
 namespace holmes {
 namespace {
 
-std::span<const std::byte> bytes_of(const std::byte* base, BlockLayout::Range range,
-                                    std::size_t element_size) {
-  return {base + range.offset * element_size, range.count * element_size};
-}
 std::span<std::byte> bytes_of(std::byte* base, BlockLayout::Range range, std::size_t element_size) {
   return {base + range.offset * element_size, range.count * element_size};
 }
@@ -55,10 +51,7 @@ void ring_allreduce(CollectiveContext& ctx, const void* send, void* recv, std::s
 
   const ScratchSlots scratch(ctx, layout, es);
   std::vector<Transfer> sends;
-  for (std::size_t c = 0; c < chunks; ++c) {
-    const auto range = layout.chunk(send_block(0), c);
-    if (range.count > 0) sends.push_back(ctx.send(right, c, bytes_of(in, range, es)));
-  }
+  send_block_chunks(ctx, right, in, layout, send_block(0), es, 0, sends);
   const std::size_t units = steps * chunks;
   RecvWindow window(ctx, units, kPipelineDepth, [&](std::size_t u) -> std::optional<Transfer> {
     const std::size_t t = u / chunks;
@@ -117,10 +110,7 @@ void ring_reduce_scatter(CollectiveContext& ctx, const void* send, void* recv,
   // A partial sum is sent from its scratch slot; the slot is reused only after that send.
   std::vector<std::optional<Transfer>> slot_send(kPipelineDepth);
   std::vector<Transfer> sends;
-  for (std::size_t c = 0; c < chunks; ++c) {
-    const auto range = layout.chunk(send_block(0), c);
-    if (range.count > 0) sends.push_back(ctx.send(right, c, bytes_of(in, range, es)));
-  }
+  send_block_chunks(ctx, right, in, layout, send_block(0), es, 0, sends);
   const std::size_t units = steps * chunks;
   RecvWindow window(ctx, units, kPipelineDepth, [&](std::size_t u) -> std::optional<Transfer> {
     const auto range = layout.chunk(recv_block(u / chunks), u % chunks);
@@ -177,10 +167,7 @@ void ring_allgather(CollectiveContext& ctx, const void* send, void* recv, std::s
   const auto steps = static_cast<std::size_t>(n - 1);
   auto recv_block = [&](std::size_t t) { return ring_mod(r - static_cast<long long>(t) - 1, n); };
   std::vector<Transfer> sends;
-  for (std::size_t c = 0; c < chunks; ++c) {
-    const auto range = layout.chunk(r, c);
-    if (range.count > 0) sends.push_back(ctx.send(right, c, bytes_of(out, range, es)));
-  }
+  send_block_chunks(ctx, right, out, layout, r, es, 0, sends);
   const std::size_t units = steps * chunks;
   RecvWindow window(ctx, units, kPipelineDepth, [&](std::size_t u) -> std::optional<Transfer> {
     const auto range = layout.chunk(recv_block(u / chunks), u % chunks);

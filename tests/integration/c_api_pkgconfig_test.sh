@@ -24,6 +24,22 @@ int main() { hm_config_t c = HM_CONFIG_INITIALIZER; return c.size == sizeof c ? 
 c++ -std=c++11 -Wall -Wextra -pedantic -Werror "$WORK/cxx.cpp" -o "$WORK/cxx" $flags \
   -Wl,-rpath,"$PREFIX/lib"
 "$WORK/cxx"
+# And through the installed CMake package: find_package(holmes) and holmes::holmes.
+mkdir -p "$WORK/cmake-user"
+cat >"$WORK/cmake-user/CMakeLists.txt" <<'CMAKE'
+cmake_minimum_required(VERSION 3.25)
+project(user LANGUAGES C CXX)
+find_package(holmes REQUIRED)
+add_executable(user_check user.c)
+target_link_libraries(user_check PRIVATE holmes::holmes)
+CMAKE
+cp "$SRC/examples/c/allreduce_check.c" "$WORK/cmake-user/user.c"
+echo 'target_link_libraries(user_check PRIVATE m)' >>"$WORK/cmake-user/CMakeLists.txt"
+cmake -S "$WORK/cmake-user" -B "$WORK/cmake-user/build" -DCMAKE_PREFIX_PATH="$PREFIX" >/dev/null
+cmake --build "$WORK/cmake-user/build" >/dev/null
+"$PREFIX/bin/holmes-run" -n 2 --timeout 300 -- "$WORK/cmake-user/build/user_check" >"$WORK/out-cmake"
+[ "$(grep -c ': OK' "$WORK/out-cmake")" = 50 ] || { cat "$WORK/out-cmake"; fail "CMake consumer"; }
+echo "find_package(holmes): OK"
 "$PREFIX/bin/holmes-run" -n 4 --timeout 300 -- "$WORK/check" >"$WORK/out"
 [ "$(grep -c ': OK' "$WORK/out")" = 50 ] || { cat "$WORK/out"; fail "expected 50 OK lines"; }
 echo "C API through pkg-config: 10 dtypes x 5 ops on 4 ranks OK"
