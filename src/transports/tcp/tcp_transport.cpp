@@ -17,6 +17,7 @@
 #include "core/env.hpp"
 #include "core/log.hpp"
 #include "core/status.hpp"
+#include "transports/matcher.hpp"
 #include "transports/tcp/frame.hpp"
 
 namespace holmes::tcp {
@@ -89,34 +90,6 @@ struct PeerState {
   std::string failure_message;
 };
 
-struct Key {
-  int peer;
-  std::uint64_t tag;
-  bool operator==(const Key&) const = default;
-};
-struct KeyHash {
-  std::size_t operator()(const Key& k) const {
-    return std::hash<std::uint64_t>()(k.tag * 0x9e3779b97f4a7c15ull ^
-                                      static_cast<unsigned>(k.peer));
-  }
-};
-
-struct PostedRecv {
-  CompletionPtr request;
-  std::byte* data = nullptr;
-  std::size_t size = 0;
-  std::uint32_t signature = 0;
-  std::size_t received = 0;
-};
-
-// Fragments of a message that arrived before its receive was posted.
-struct Unexpected {
-  std::uint64_t total = 0;
-  std::uint32_t signature = 0;
-  std::size_t received = 0;
-  std::vector<std::pair<std::uint64_t, std::vector<std::byte>>> pieces;
-};
-
 class TcpTransport final : public Transport {
  public:
   explicit TcpTransport(const TcpOptions& options);
@@ -151,14 +124,10 @@ class TcpTransport final : public Transport {
   void check_hello(const std::shared_ptr<InLink>& link);
   void read_header(const std::shared_ptr<InLink>& link);
   void on_fragment(const std::shared_ptr<InLink>& link, const FrameHeader& header);
-  void deliver_piece(const Key& key, std::uint64_t total, std::uint32_t signature,
-                     std::uint64_t offset, std::vector<std::byte> piece);
-  void account_received(const Key& key, const CompletionPtr& request, std::size_t bytes);
   void discard_payload(const std::shared_ptr<InLink>& link, std::size_t length);
   void in_link_closed(const std::shared_ptr<InLink>& link, const error_code& ec);
   void refuse(const std::shared_ptr<InLink>& link, const std::string& why);
   void fail_peer(int peer, hm_status_t status, const std::string& message);
-  void fail_posted_from(int peer, hm_status_t status, const std::string& message);
   void do_shutdown(hm_status_t status, const std::string& why);
   std::string context_for(int from, int to, int index, int count) const;
   std::string peer_name(int peer) const;
@@ -180,8 +149,7 @@ class TcpTransport final : public Transport {
   std::unordered_set<std::shared_ptr<InLink>> in_links_;
   std::vector<std::shared_ptr<InLink>> early_hellos_;  // proven later, once peers are known
   std::vector<CompletionPtr> connect_waiters_;
-  std::unordered_map<Key, PostedRecv, KeyHash> posted_;
-  std::unordered_map<Key, Unexpected, KeyHash> unexpected_;
+  Matcher matcher_{[this](int peer) { return peer_name(peer); }};
   bool closed_ = false;
   hm_status_t closed_status_ = HM_SUCCESS;
   std::string closed_why_;
@@ -666,88 +634,32 @@ void TcpTransport::read_header(const std::shared_ptr<InLink>& link) {
 }
 
 void TcpTransport::on_fragment(const std::shared_ptr<InLink>& link, const FrameHeader& h) {
-  const Key key{link->peer, h.tag};
-  if (auto it = posted_.find(key); it != posted_.end()) {
-    PostedRecv& r = it->second;
-    if (h.total != r.size || h.signature != r.signature) {
-      const auto message =
-          h.total != r.size
-              ? fmt::format("{} sent {} bytes where this rank expects {}", peer_name(link->peer),
-                            h.total, r.size)
-              : fmt::format(
-                    "{} is in a different operation (signature {:08x}, expected {:08x}): "
-                    "the ranks disagree on collective, count, dtype, op or root",
-                    peer_name(link->peer), h.signature, r.signature);
-      r.request->complete(HM_ERR_MISMATCH, message);
-      posted_.erase(it);
-      discard_payload(link, h.length);
-      return;
-    }
-    if (h.length == 0) {
-      account_received(key, r.request, 0);
-      read_header(link);
-      return;
-    }
-    auto request = r.request;
-    const std::size_t length = h.length;
-    asio::async_read(link->socket, asio::buffer(r.data + h.offset, length),
-                     [this, link, key, request, length](const error_code& ec, std::size_t) {
-                       if (closed_ || link->closed) return;
-                       if (ec) return in_link_closed(link, ec);
-                       account_received(key, request, length);
-                       read_header(link);
-                     });
-    return;
-  }
-  auto [entry, fresh] = unexpected_.try_emplace(key);
-  if (fresh) {
-    entry->second.total = h.total;
-    entry->second.signature = h.signature;
-  } else if (entry->second.total != h.total || entry->second.signature != h.signature) {
-    fail_peer(link->peer, HM_ERR_TRANSPORT,
-              fmt::format("{} sent fragments of one message with different sizes",
-                          peer_name(link->peer)));
+  const int peer = link->peer;
+  const FragmentHeader header{h.tag, h.signature, h.total, h.offset, h.length};
+  const auto landing = matcher_.land(peer, header);
+  if (!landing) {
+    fail_peer(peer, HM_ERR_TRANSPORT,
+              fmt::format("{} sent fragments of one message with different sizes; connection "
+                          "dropped",
+                          peer_name(peer)));
     return;
   }
   if (h.length == 0) {
+    matcher_.landed(peer, header, *landing);
     read_header(link);
     return;
   }
-  auto piece = std::make_shared<std::vector<std::byte>>(h.length);
-  asio::async_read(link->socket, asio::buffer(*piece),
-                   [this, link, key, piece, total = h.total, signature = h.signature,
-                    offset = h.offset](const error_code& ec, std::size_t) {
-                     if (closed_ || link->closed) return;
-                     if (ec) return in_link_closed(link, ec);
-                     deliver_piece(key, total, signature, offset, std::move(*piece));
-                     read_header(link);
-                   });
-}
-
-void TcpTransport::deliver_piece(const Key& key, std::uint64_t total, std::uint32_t signature,
-                                 std::uint64_t offset, std::vector<std::byte> piece) {
-  // The receive may have been posted while this piece was on its way in.
-  if (auto it = posted_.find(key); it != posted_.end()) {
-    std::copy(piece.begin(), piece.end(), it->second.data + offset);
-    account_received(key, it->second.request, piece.size());
+  if (landing->target == nullptr) {  // a mismatch: the receive has failed, skip the payload
+    discard_payload(link, h.length);
     return;
   }
-  auto& entry = unexpected_[key];
-  entry.total = total;
-  entry.signature = signature;
-  entry.received += piece.size();
-  entry.pieces.emplace_back(offset, std::move(piece));
-}
-
-void TcpTransport::account_received(const Key& key, const CompletionPtr& request,
-                                    std::size_t bytes) {
-  auto it = posted_.find(key);
-  if (it == posted_.end() || it->second.request != request) return;
-  it->second.received += bytes;
-  if (it->second.received == it->second.size) {
-    posted_.erase(it);
-    request->complete();
-  }
+  asio::async_read(link->socket, asio::buffer(landing->target, h.length),
+                   [this, link, header, landing = *landing](const error_code& ec, std::size_t) {
+                     if (closed_ || link->closed) return;
+                     if (ec) return in_link_closed(link, ec);
+                     matcher_.landed(link->peer, header, landing);
+                     read_header(link);
+                   });
 }
 
 void TcpTransport::discard_payload(const std::shared_ptr<InLink>& link, std::size_t length) {
@@ -770,44 +682,15 @@ void TcpTransport::start_recv(int peer, std::uint64_t tag, std::uint32_t signatu
     request->complete(closed_status_, closed_why_);
     return;
   }
-  const Key key{peer, tag};
-  PostedRecv r{request, data.data(), data.size(), signature, 0};
-  if (auto it = unexpected_.find(key); it != unexpected_.end()) {
-    Unexpected& u = it->second;
-    if (u.total != r.size || u.signature != r.signature) {
-      request->complete(
-          HM_ERR_MISMATCH,
-          u.total != r.size
-              ? fmt::format("{} sent {} bytes where this rank expects {}", peer_name(peer), u.total,
-                            r.size)
-              : fmt::format("{} is in a different operation (signature {:08x}, expected {:08x}): "
-                            "the ranks disagree on collective, count, dtype, op or root",
-                            peer_name(peer), u.signature, r.signature));
-      unexpected_.erase(it);
-      return;
-    }
-    for (auto& [offset, bytes] : u.pieces) {
-      std::copy(bytes.begin(), bytes.end(), r.data + offset);
-    }
-    r.received = u.received;
-    unexpected_.erase(it);
-    if (r.received == r.size) {
-      request->complete();
-      return;
-    }
-  }
+  if (matcher_.post(peer, tag, signature, data, request)) return;  // it was already here
   const auto& p = peers_[peer];
   if (p.failure != HM_SUCCESS) {
-    request->complete(p.failure, p.failure_message);
-    return;
-  }
-  if (p.gone) {
-    request->complete(
-        HM_ERR_PEER_FAILED,
+    matcher_.fail_posted(peer, tag, p.failure, p.failure_message);
+  } else if (p.gone) {
+    matcher_.fail_posted(
+        peer, tag, HM_ERR_PEER_FAILED,
         fmt::format("{} closed its connections before sending this message", peer_name(peer)));
-    return;
   }
-  posted_.emplace(key, r);
 }
 
 void TcpTransport::in_link_closed(const std::shared_ptr<InLink>& link, const error_code& ec) {
@@ -827,25 +710,10 @@ void TcpTransport::in_link_closed(const std::shared_ptr<InLink>& link, const err
   // links are closed nothing more can arrive from it.
   if (++p.in_closed >= p.in_expected && !p.gone) {
     p.gone = true;
-    fail_posted_from(link->peer, HM_ERR_PEER_FAILED,
-                     fmt::format("{} closed its connections (process exited or communicator "
-                                 "destroyed) while this rank waits for data from it",
-                                 peer_name(link->peer)));
-  }
-}
-
-void TcpTransport::fail_posted_from(int peer, hm_status_t status, const std::string& message) {
-  for (auto it = posted_.begin(); it != posted_.end();) {
-    if (it->first.peer == peer) {
-      it->second.request->complete(status, message);
-      it = posted_.erase(it);
-    } else {
-      ++it;
-    }
-  }
-  for (auto it = unexpected_.begin(); it != unexpected_.end();) {
-    it = it->first.peer == peer && it->second.received < it->second.total ? unexpected_.erase(it)
-                                                                          : std::next(it);
+    matcher_.fail_peer(link->peer, HM_ERR_PEER_FAILED,
+                       fmt::format("{} closed its connections (process exited or communicator "
+                                   "destroyed) while this rank waits for data from it",
+                                   peer_name(link->peer)));
   }
 }
 
@@ -876,7 +744,7 @@ void TcpTransport::fail_peer(int peer, hm_status_t status, const std::string& me
       ++it;
     }
   }
-  fail_posted_from(peer, status, message);
+  matcher_.fail_peer(peer, status, message);
   check_connected();
 }
 
@@ -909,9 +777,7 @@ void TcpTransport::do_shutdown(hm_status_t status, const std::string& why) {
     for (auto& f : p.backlog) f.op->request->complete(status, why);
     p.backlog.clear();
   }
-  for (auto& [key, r] : posted_) r.request->complete(status, why);
-  posted_.clear();
-  unexpected_.clear();
+  matcher_.fail_all(status, why);
   for (auto& w : connect_waiters_) w->complete(status, why);
   connect_waiters_.clear();
 }
