@@ -131,6 +131,13 @@ HM_API hm_status_t hm_init(const hm_config_t* config, hm_comm_t* comm);
 HM_API hm_status_t hm_comm_rank(hm_comm_t comm, int* rank);
 HM_API hm_status_t hm_comm_size(hm_comm_t comm, int* size);
 
+/* Which transport this rank uses to reach `peer` ("tcp", "shm", "ucx" or "verbs"; "self" for
+ * this rank) and why it was chosen ("same host", "other island (a and b)", "forced by
+ * HOLMES_TRANSPORT=tcp", ...). The strings belong to the communicator and stay valid until it is
+ * destroyed. */
+HM_API hm_status_t hm_comm_peer_transport(hm_comm_t comm, int peer, const char** transport,
+                                          const char** reason);
+
 /* Collective over comm: ranks with the same color form a new communicator, ordered by key
  * (then by rank in comm). A rank that passes HM_COLOR_UNDEFINED gets *newcomm = NULL. */
 #define HM_COLOR_UNDEFINED (-1)

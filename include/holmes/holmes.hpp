@@ -69,6 +69,13 @@ struct Config {
   std::optional<std::string> local_addr;
 };
 
+// How a communicator reaches one peer.
+struct PeerTransport {
+  std::string transport;  // "tcp", "shm", "ucx", "verbs", or "self"
+  std::string reason;     // why it was chosen
+  std::string link;       // the link itself, e.g. "tcp 10.0.0.2:4000 x2 sockets"
+};
+
 // A nonblocking operation. wait() or test() until done; destroying an unfinished Request
 // detaches it (the operation still runs to its end).
 class HM_API Request {
@@ -112,6 +119,7 @@ class HM_API Communicator {
   // HM_SUCCESS while healthy, else the first error this communicator saw.
   hm_status_t async_error() const noexcept;
   std::chrono::milliseconds timeout() const;
+  PeerTransport peer_transport(int peer) const;
 
   // Blocking collectives over raw buffers (the C API's semantics).
   void allreduce(const void* send, void* recv, std::size_t count, hm_dtype_t dtype, hm_op_t op);

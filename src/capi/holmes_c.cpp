@@ -8,12 +8,18 @@
 #include <new>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "core/dtype.hpp"
 #include "core/status.hpp"
 
 struct hm_comm {
+  explicit hm_comm(holmes::Communicator c) : comm(std::move(c)) {
+    // Filled once, so that hm_comm_peer_transport can hand out stable pointers.
+    for (int peer = 0; peer < comm.size(); ++peer) peers.push_back(comm.peer_transport(peer));
+  }
   holmes::Communicator comm;
+  std::vector<holmes::PeerTransport> peers;
 };
 
 struct hm_request {
@@ -99,7 +105,7 @@ hm_status_t init_into(const char* function, const holmes::Config* config, hm_com
     *out = nullptr;
     auto comm =
         config ? holmes::Communicator::init(*config) : holmes::Communicator::init_from_env();
-    *out = new hm_comm{std::move(comm)};
+    *out = new hm_comm(std::move(comm));
   });
 }
 
@@ -168,12 +174,25 @@ hm_status_t hm_comm_size(hm_comm_t comm, int* size) {
   });
 }
 
+hm_status_t hm_comm_peer_transport(hm_comm_t comm, int peer, const char** transport,
+                                   const char** reason) {
+  return guarded("hm_comm_peer_transport", [&] {
+    require_out(transport, "transport");
+    require_out(reason, "reason");
+    const auto& c = comm_of(comm);
+    holmes::require(peer >= 0 && peer < c.size(), "peer {} is outside [0, {})", peer, c.size());
+    const auto& p = comm->peers[static_cast<std::size_t>(peer)];
+    *transport = p.transport.c_str();
+    *reason = p.reason.c_str();
+  });
+}
+
 hm_status_t hm_comm_split(hm_comm_t comm, int color, int key, hm_comm_t* newcomm) {
   return guarded("hm_comm_split", [&] {
     require_out(newcomm, "newcomm");
     *newcomm = nullptr;
     auto split = comm_of(comm).split(color, key);
-    if (split.valid()) *newcomm = new hm_comm{std::move(split)};
+    if (split.valid()) *newcomm = new hm_comm(std::move(split));
   });
 }
 

@@ -3,6 +3,7 @@
 
 #include "communicator/communicator_impl.hpp"
 #include "core/status.hpp"
+#include "transports/kinds.hpp"
 
 namespace holmes {
 
@@ -52,6 +53,12 @@ void Communicator::check_sizes(std::size_t a, std::size_t b, const char* what) {
 int Communicator::rank() const { return impl().rank(); }
 int Communicator::size() const { return impl().size(); }
 std::chrono::milliseconds Communicator::timeout() const { return impl().timeout(); }
+
+PeerTransport Communicator::peer_transport(int peer) const {
+  const auto route = impl().peer_route(peer);
+  if (peer == rank()) return {"self", route.reason, "this rank"};
+  return {transport_name(route.kind), route.reason, impl().peer_link(peer)};
+}
 
 Communicator Communicator::split(int color, int key) const {
   return Communicator(impl().split(color, key));

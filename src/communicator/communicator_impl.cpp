@@ -2,17 +2,18 @@
 
 #include <algorithm>
 #include <climits>
+#include <cstdio>
 #include <cstring>
 
 #include "bootstrap/auth.hpp"
 #include "bootstrap/store_client.hpp"
 #include "collectives/algorithms.hpp"
 #include "communicator/runtime.hpp"
+#include "communicator/wiring.hpp"
 #include "core/bytes.hpp"
 #include "core/dtype.hpp"
 #include "core/log.hpp"
 #include "core/status.hpp"
-#include "transports/tcp/tcp_transport.hpp"
 
 namespace holmes::detail {
 namespace {
@@ -22,39 +23,10 @@ namespace {
 // converted to size_t), refused before it could overflow pointer arithmetic or a memcpy.
 constexpr std::size_t kMaxBufferBytes = std::size_t{1} << 48;
 
-// Fixed-size record each rank contributes to the allgather inside comm_split.
-constexpr std::size_t kSplitRecordBytes = 128;
-
 std::string hex(std::span<const std::uint8_t> bytes) {
   std::string out;
   for (auto b : bytes) out += fmt::format("{:02x}", b);
   return out;
-}
-
-std::unique_ptr<Transport> make_transport(const std::string& local_addr, int sockets,
-                                          const std::string& token, const std::string& context,
-                                          std::chrono::milliseconds timeout) {
-  tcp::TcpOptions options;
-  options.listen_host = local_addr;
-  options.sockets_per_peer = sockets;
-  options.token = token;
-  options.context = context;
-  options.connect_timeout = timeout;
-  return tcp::make_tcp_transport(options);
-}
-
-// Up to this many ranks every pair connects when the communicator is created, so that a rank
-// that fails or closes is seen at once by all the others (its sockets close). Larger
-// communicators connect on first use, to keep the number of sockets per rank bounded.
-constexpr int kEagerConnectMaxRanks = 64;
-
-void connect_eagerly(Transport& transport, int size, const Deadline& deadline) {
-  if (size > kEagerConnectMaxRanks) return;
-  const auto connected = transport.connect_all();
-  if (!connected->wait_until(deadline)) {
-    fail(HM_ERR_TIMEOUT, "could not connect to every rank in time");
-  }
-  if (connected->status() != HM_SUCCESS) throw Error(connected->status(), connected->message());
 }
 
 }  // namespace
@@ -63,12 +35,10 @@ CommunicatorImpl::CommunicatorImpl(Params params)
     : rank_(params.rank),
       size_(params.size),
       context_(std::move(params.context)),
-      transport_(std::move(params.transport)),
+      transport_(std::move(params.router)),
       timeout_(params.timeout),
       chunk_bytes_(params.chunk_bytes),
-      sockets_per_peer_(params.sockets_per_peer),
-      local_addr_(std::move(params.local_addr)),
-      token_(std::move(params.token)),
+      transport_options_(std::move(params.transport_options)),
       topology_(std::move(params.topology)),
       sent_to_(static_cast<std::size_t>(size_), 0),
       received_from_(static_cast<std::size_t>(size_), 0) {}
@@ -94,44 +64,76 @@ std::shared_ptr<CommunicatorImpl> CommunicatorImpl::create_world(const ResolvedC
   } else {
     job = store.get_string(prefix + "job", deadline);
   }
-  const std::string local = config.local_addr.value_or(store.local_address());
-  const std::string context = fmt::format("{}/world{}", job, generation);
-  auto transport =
-      make_transport(local, config.sockets_per_peer, config.token, context, config.timeout);
-  store.set(prefix + fmt::format("rank/{}", config.rank),
-            fmt::format("{} {}", config.world_size, transport->listen_address()));
-  std::vector<std::string> addresses(static_cast<std::size_t>(config.world_size));
-  for (int i = 0; i < config.world_size; ++i) {
-    const auto value = store.get_string(prefix + fmt::format("rank/{}", i), deadline);
-    const auto space = value.find(' ');
-    const std::string their_size = value.substr(0, space);
-    if (space == std::string::npos || their_size != std::to_string(config.world_size)) {
-      fail(HM_ERR_MISMATCH, "rank {} was started with world size {}, this rank (rank {}) with {}",
-           i, their_size, config.rank, config.world_size);
+  TransportOptions options;
+  options.listen_host = config.local_addr.value_or(store.local_address());
+  options.token = config.token;
+  options.context = fmt::format("{}/world{}", job, generation);
+  options.connect_timeout = config.timeout;
+  options.sockets_per_peer = config.sockets_per_peer;
+  // Exchanges go through the store: every rank sets its string, then reads everyone's. The
+  // world size travels along, so ranks started with different sizes fail, naming each other.
+  int round = 0;
+  const GatherStrings gather = [&](const std::string& mine) {
+    const std::string base = prefix + fmt::format("exchange{}/", round++);
+    store.set(base + std::to_string(config.rank), fmt::format("{} {}", config.world_size, mine));
+    std::vector<std::string> all(static_cast<std::size_t>(config.world_size));
+    for (int i = 0; i < config.world_size; ++i) {
+      const auto value = store.get_string(base + std::to_string(i), deadline);
+      const auto space = value.find(' ');
+      const std::string their_size = value.substr(0, space);
+      if (space == std::string::npos || their_size != std::to_string(config.world_size)) {
+        fail(HM_ERR_MISMATCH, "rank {} was started with world size {}, this rank (rank {}) with {}",
+             i, their_size, config.rank, config.world_size);
+      }
+      all[static_cast<std::size_t>(i)] = value.substr(space + 1);
     }
-    addresses[static_cast<std::size_t>(i)] = value.substr(space + 1);
-  }
-  transport->set_peers(config.rank, addresses);
-  connect_eagerly(*transport, config.world_size, deadline);
+    return all;
+  };
+  auto router = wire(config.rank, config.world_size, options, gather, deadline);
   // Leave together: nobody returns while another rank may still need the store (which rank
   // 0's process serves).
   if (store.add(prefix + "joined", 1) == config.world_size) store.set(prefix + "ready", "1");
   store.get(prefix + "ready", deadline);
-  HM_LOG_INFO("rank {}/{}: world up; tcp listening on {}, store {}", config.rank, config.world_size,
-              transport->listen_address(), store.endpoint());
 
   Params params;
   params.rank = config.rank;
   params.size = config.world_size;
-  params.context = context;
-  params.transport = std::move(transport);
+  params.context = options.context;
+  params.router = std::move(router);
   params.timeout = config.timeout;
   params.chunk_bytes = config.chunk_bytes;
-  params.sockets_per_peer = config.sockets_per_peer;
-  params.local_addr = local;
-  params.token = config.token;
+  params.transport_options = options;
   params.topology = config.topology;
   return std::make_shared<CommunicatorImpl>(std::move(params));
+}
+
+std::vector<std::string> CommunicatorImpl::allgather_strings(const std::string& mine) {
+  // Lengths first, then every string padded to the longest.
+  const auto length = static_cast<std::uint64_t>(mine.size());
+  std::vector<std::uint64_t> lengths(static_cast<std::size_t>(size_));
+  CollectiveCall call;
+  call.kind = CollectiveKind::kSplit;
+  call.send = &length;
+  call.recv = lengths.data();
+  call.count = 1;
+  call.dtype = HM_UINT64;
+  collective(call, true);
+  const std::uint64_t longest = *std::max_element(lengths.begin(), lengths.end());
+  require(longest <= (64u << 20), "exchange of {} bytes per rank is too large", longest);
+  std::string padded = mine;
+  padded.resize(longest);
+  std::string all(longest * static_cast<std::size_t>(size_), '\0');
+  call.send = padded.data();
+  call.recv = all.data();
+  call.count = longest;
+  call.dtype = HM_UINT8;
+  collective(call, true);
+  std::vector<std::string> out;
+  for (int i = 0; i < size_; ++i) {
+    out.push_back(
+        all.substr(static_cast<std::size_t>(i) * longest, lengths[static_cast<std::size_t>(i)]));
+  }
+  return out;
 }
 
 std::shared_ptr<CommunicatorImpl> CommunicatorImpl::split(int color, int key) {
@@ -139,68 +141,68 @@ std::shared_ptr<CommunicatorImpl> CommunicatorImpl::split(int color, int key) {
   const bool bad_color = color < 0 && color != HM_COLOR_UNDEFINED;
   const bool member = color >= 0;
   const std::uint64_t index = splits_++;
-  const std::string context = fmt::format("{}/split{}:{}", context_, index, color);
-  std::unique_ptr<Transport> transport;
-  if (member) transport = make_transport(local_addr_, sockets_per_peer_, token_, context, timeout_);
 
-  // Every rank takes part in the exchange, even with a bad color, so that no rank is left
-  // waiting for it; the bad color is reported afterwards.
-  std::vector<std::uint8_t> mine(kSplitRecordBytes, 0);
-  std::vector<std::uint8_t> all(kSplitRecordBytes * static_cast<std::size_t>(size_));
-  const std::string address = member ? transport->listen_address() : std::string();
-  store_le<std::uint32_t>(mine.data(), static_cast<std::uint32_t>(member ? color : -1));
-  store_le<std::uint32_t>(mine.data() + 4, static_cast<std::uint32_t>(key));
-  store_le<std::uint32_t>(mine.data() + 8, static_cast<std::uint32_t>(address.size()));
-  std::memcpy(mine.data() + 12, address.data(), std::min(address.size(), kSplitRecordBytes - 12));
-  CollectiveCall call;
-  call.kind = CollectiveKind::kSplit;
-  call.send = mine.data();
-  call.recv = all.data();
-  call.count = kSplitRecordBytes;
-  call.dtype = HM_UINT8;
-  collective(call, true);
-  require(!bad_color, "hm_comm_split: color {} is negative and not HM_COLOR_UNDEFINED", color);
-  if (!member) return nullptr;
-
+  // Every rank takes part in every exchange, even with a bad color or none, so that no rank is
+  // left waiting; a bad color is reported afterwards.
+  const auto colors = allgather_strings(fmt::format("{} {}", member ? color : -1, key));
   struct Member {
     int key;
     int parent_rank;
-    std::string address;
   };
   std::vector<Member> members;
   for (int i = 0; i < size_; ++i) {
-    const std::uint8_t* record = all.data() + static_cast<std::size_t>(i) * kSplitRecordBytes;
-    const auto their_color = static_cast<std::int32_t>(load_le<std::uint32_t>(record));
-    if (their_color != color) continue;
-    const auto length =
-        std::min<std::size_t>(load_le<std::uint32_t>(record + 8), kSplitRecordBytes - 12);
-    members.push_back({static_cast<std::int32_t>(load_le<std::uint32_t>(record + 4)), i,
-                       std::string(reinterpret_cast<const char*>(record + 12), length)});
+    int their_color = -1;
+    int their_key = 0;
+    if (std::sscanf(colors[static_cast<std::size_t>(i)].c_str(), "%d %d", &their_color,
+                    &their_key) != 2) {
+      fail(HM_ERR_INTERNAL, "comm_split: rank {} sent a malformed color", i);
+    }
+    if (member && their_color == color) members.push_back({their_key, i});
   }
   std::stable_sort(members.begin(), members.end(), [](const Member& a, const Member& b) {
     return a.key != b.key ? a.key < b.key : a.parent_rank < b.parent_rank;
   });
   int new_rank = 0;
-  std::vector<std::string> addresses;
   for (std::size_t i = 0; i < members.size(); ++i) {
     if (members[i].parent_rank == rank_) new_rank = static_cast<int>(i);
-    addresses.push_back(members[i].address);
   }
-  transport->set_peers(new_rank, addresses);
-  connect_eagerly(*transport, static_cast<int>(members.size()), Deadline::after(timeout_));
+  if (!member) {
+    // Stay in step with the members' exchanges, which go through this communicator.
+    for (int i = 0; i < kWiringExchanges; ++i) allgather_strings("");
+    require(!bad_color, "hm_comm_split: color {} is negative and not HM_COLOR_UNDEFINED", color);
+    return nullptr;
+  }
+  TransportOptions options = transport_options_;
+  options.context = fmt::format("{}/split{}:{}", context_, index, color);
+  const GatherStrings gather = [&](const std::string& mine) {
+    const auto all = allgather_strings(mine);
+    std::vector<std::string> ours;
+    for (const auto& m : members) ours.push_back(all[static_cast<std::size_t>(m.parent_rank)]);
+    return ours;
+  };
+  auto router =
+      wire(new_rank, static_cast<int>(members.size()), options, gather, Deadline::after(timeout_));
 
   Params params;
   params.rank = new_rank;
   params.size = static_cast<int>(members.size());
-  params.context = context;
-  params.transport = std::move(transport);
+  params.context = options.context;
+  params.router = std::move(router);
   params.timeout = timeout_;
   params.chunk_bytes = chunk_bytes_;
-  params.sockets_per_peer = sockets_per_peer_;
-  params.local_addr = local_addr_;
-  params.token = token_;
+  params.transport_options = transport_options_;
   params.topology = topology_;
   return std::make_shared<CommunicatorImpl>(std::move(params));
+}
+
+Route CommunicatorImpl::peer_route(int peer) const {
+  require(peer >= 0 && peer < size_, "peer {} is outside [0, {})", peer, size_);
+  return transport_->route(peer);
+}
+
+std::string CommunicatorImpl::peer_link(int peer) const {
+  require(peer >= 0 && peer < size_, "peer {} is outside [0, {})", peer, size_);
+  return transport_->link(peer).description;
 }
 
 void CommunicatorImpl::validate(const CollectiveCall& call) const {

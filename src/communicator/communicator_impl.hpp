@@ -20,7 +20,8 @@
 #include "communicator/config.hpp"
 #include "communicator/op_queue.hpp"
 #include "core/completion.hpp"
-#include "transports/transport.hpp"
+#include "transports/options.hpp"
+#include "transports/router.hpp"
 
 namespace holmes::detail {
 
@@ -51,12 +52,10 @@ class CommunicatorImpl : public std::enable_shared_from_this<CommunicatorImpl> {
     int rank = 0;
     int size = 1;
     std::string context;  // unique name of this communicator within the job
-    std::unique_ptr<Transport> transport;
+    std::unique_ptr<Router> router;
     std::chrono::milliseconds timeout{kDefaultTimeoutMs};
     std::size_t chunk_bytes = kDefaultChunkBytes;
-    int sockets_per_peer = kDefaultSocketsPerPeer;
-    std::string local_addr;  // where this rank listens; split communicators listen there too
-    std::string token;
+    TransportOptions transport_options;  // split communicators create theirs the same way
     std::optional<std::string> topology;
   };
 
@@ -67,6 +66,10 @@ class CommunicatorImpl : public std::enable_shared_from_this<CommunicatorImpl> {
   static std::shared_ptr<CommunicatorImpl> create_world(const ResolvedConfig& config);
   // Collective over this communicator; nullptr for HM_COLOR_UNDEFINED.
   std::shared_ptr<CommunicatorImpl> split(int color, int key);
+
+  // The transport to `peer` and why it was chosen; its link, e.g. "tcp 10.0.0.2:4000 x2".
+  Route peer_route(int peer) const;
+  std::string peer_link(int peer) const;
 
   int rank() const { return rank_; }
   int size() const { return size_; }
@@ -89,6 +92,8 @@ class CommunicatorImpl : public std::enable_shared_from_this<CommunicatorImpl> {
 
  private:
   void validate(const CollectiveCall& call) const;
+  // Every rank's string, through this communicator (two collectives).
+  std::vector<std::string> allgather_strings(const std::string& mine);
   void execute(const CollectiveCall& call, std::uint64_t sequence);
   void check_usable() const;
   // Records the first failure and closes the transport so no buffer is touched afterwards.
@@ -97,12 +102,10 @@ class CommunicatorImpl : public std::enable_shared_from_this<CommunicatorImpl> {
   int rank_;
   int size_;
   std::string context_;
-  std::unique_ptr<Transport> transport_;
+  std::unique_ptr<Router> transport_;
   std::chrono::milliseconds timeout_;
   std::size_t chunk_bytes_;
-  int sockets_per_peer_;
-  std::string local_addr_;
-  std::string token_;
+  TransportOptions transport_options_;
   std::optional<std::string> topology_;
 
   std::uint64_t next_sequence_ = 0;  // collectives issued so far (same on every rank)

@@ -3,15 +3,46 @@
 namespace holmes {
 
 bool Completion::complete(hm_status_t status, std::string message) {
+  std::vector<std::function<void(const Completion&)>> callbacks;
   {
     std::lock_guard lock(mutex_);
     if (done_.load(std::memory_order_relaxed)) return false;
     status_ = status;
     message_ = std::move(message);
     done_.store(true, std::memory_order_release);
+    callbacks.swap(callbacks_);
   }
   done_cv_.notify_all();
+  for (auto& callback : callbacks) callback(*this);
   return true;
+}
+
+void Completion::on_complete(std::function<void(const Completion&)> callback) {
+  {
+    std::lock_guard lock(mutex_);
+    if (!done_.load(std::memory_order_relaxed)) {
+      callbacks_.push_back(std::move(callback));
+      return;
+    }
+  }
+  callback(*this);
+}
+
+std::shared_ptr<Completion> Completion::all_of(
+    const std::vector<std::shared_ptr<Completion>>& parts) {
+  auto joined = std::make_shared<Completion>();
+  if (parts.empty()) {
+    joined->complete();
+    return joined;
+  }
+  auto left = std::make_shared<std::atomic<std::size_t>>(parts.size());
+  for (const auto& part : parts) {
+    part->on_complete([joined, left](const Completion& done) {
+      if (done.status() != HM_SUCCESS) joined->complete(done.status(), done.message());
+      if (left->fetch_sub(1) == 1) joined->complete();  // no-op if a failure came first
+    });
+  }
+  return joined;
 }
 
 bool Completion::wait_until(const Deadline& deadline) {

@@ -7,9 +7,11 @@
 
 #include <atomic>
 #include <condition_variable>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include "core/clock.hpp"
 
@@ -32,12 +34,21 @@ class Completion {
   // Blocks until done or the deadline; returns done().
   bool wait_until(const Deadline& deadline);
 
+  // Runs `callback` once the outcome is known: at once (on this thread) if already done, else on
+  // the thread that completes it. Callbacks must be short and must not block.
+  void on_complete(std::function<void(const Completion&)> callback);
+
+  // A completion that ends when all of `parts` have: with the first failure among them, or
+  // success.
+  static std::shared_ptr<Completion> all_of(const std::vector<std::shared_ptr<Completion>>& parts);
+
  private:
   std::mutex mutex_;
   std::condition_variable done_cv_;
   std::atomic<bool> done_{false};
   hm_status_t status_ = HM_SUCCESS;
   std::string message_;
+  std::vector<std::function<void(const Completion&)>> callbacks_;
 };
 
 using CompletionPtr = std::shared_ptr<Completion>;

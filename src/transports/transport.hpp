@@ -17,6 +17,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <string>
 #include <vector>
@@ -43,8 +44,9 @@ class Transport {
   // Where peers reach this endpoint; exchanged by the communicator (store or parent comm).
   virtual std::string listen_address() const = 0;
 
-  // This endpoint's rank and where every rank listens (index = rank). Called once, before any
-  // isend/irecv; connections are made when first needed. Until then, incoming connections wait.
+  // This endpoint's rank and where every rank listens (index = rank). An empty address marks a
+  // peer this transport does not serve (another transport carries its traffic). Called once,
+  // before any isend/irecv; until then, incoming connections wait.
   virtual void set_peers(int rank, std::vector<std::string> addresses) = 0;
 
   // Starts connecting to every peer now instead of on first use; the completion ends when this
@@ -63,6 +65,16 @@ class Transport {
   virtual void shutdown(hm_status_t status, const std::string& why, bool wait) = 0;
 
   virtual LinkProperties link(int peer) const = 0;
+
+  // Fails everything pending with `peer` and all later traffic with it. The router calls this
+  // when the control plane sees the peer go, for transports (shm, ucx) that cannot see it.
+  virtual void fail_peer(int peer, hm_status_t status, const std::string& message) = 0;
+
+  // Called on the transport's own thread when it sees a peer fail or close (tcp sees closed
+  // sockets). Set before set_peers; the callback must not block.
+  using PeerFailureListener =
+      std::function<void(int peer, hm_status_t status, const std::string& message)>;
+  virtual void set_peer_failure_listener(PeerFailureListener listener) { (void)listener; }
 };
 
 }  // namespace holmes

@@ -105,6 +105,10 @@ class TcpTransport final : public Transport {
                       std::span<std::byte> data) override;
   void shutdown(hm_status_t status, const std::string& why, bool wait) override;
   LinkProperties link(int peer) const override;
+  void fail_peer(int peer, hm_status_t status, const std::string& message) override;
+  void set_peer_failure_listener(PeerFailureListener listener) override {
+    failure_listener_ = std::move(listener);
+  }
 
  private:
   // Everything below runs on the io thread only.
@@ -127,7 +131,7 @@ class TcpTransport final : public Transport {
   void discard_payload(const std::shared_ptr<InLink>& link, std::size_t length);
   void in_link_closed(const std::shared_ptr<InLink>& link, const error_code& ec);
   void refuse(const std::shared_ptr<InLink>& link, const std::string& why);
-  void fail_peer(int peer, hm_status_t status, const std::string& message);
+  void fail_peer_now(int peer, hm_status_t status, const std::string& message);
   void do_shutdown(hm_status_t status, const std::string& why);
   std::string context_for(int from, int to, int index, int count) const;
   std::string peer_name(int peer) const;
@@ -149,6 +153,7 @@ class TcpTransport final : public Transport {
   std::unordered_set<std::shared_ptr<InLink>> in_links_;
   std::vector<std::shared_ptr<InLink>> early_hellos_;  // proven later, once peers are known
   std::vector<CompletionPtr> connect_waiters_;
+  PeerFailureListener failure_listener_;
   Matcher matcher_{[this](int peer) { return peer_name(peer); }};
   bool closed_ = false;
   hm_status_t closed_status_ = HM_SUCCESS;
@@ -217,7 +222,8 @@ CompletionPtr TcpTransport::connect_all() {
     }
     connect_waiters_.push_back(done);
     for (std::size_t peer = 0; peer < peers_.size(); ++peer) {
-      if (static_cast<int>(peer) != rank_.load() && !peers_[peer].connecting) {
+      if (static_cast<int>(peer) != rank_.load() && !peers_[peer].address.empty() &&
+          !peers_[peer].connecting) {
         connect_peer(static_cast<int>(peer));
       }
     }
@@ -235,7 +241,10 @@ void TcpTransport::check_connected() {
       connect_waiters_.clear();
       return;
     }
-    if (static_cast<int>(peer) != rank_.load() && p.out_ready < options_.sockets_per_peer) return;
+    if (static_cast<int>(peer) != rank_.load() && !p.address.empty() &&
+        p.out_ready < options_.sockets_per_peer) {
+      return;
+    }
   }
   for (auto& w : connect_waiters_) w->complete();
   connect_waiters_.clear();
@@ -376,8 +385,8 @@ void TcpTransport::write_next(int peer, const std::shared_ptr<OutLink>& link) {
   asio::async_write(link->socket, buffers, [this, peer, link](const error_code& ec, std::size_t) {
     if (closed_ || link->queue.empty()) return;  // shut down: the op was already failed
     if (ec) {
-      fail_peer(peer, HM_ERR_PEER_FAILED,
-                fmt::format("sending to {} failed: {}", peer_name(peer), ec.message()));
+      fail_peer_now(peer, HM_ERR_PEER_FAILED,
+                    fmt::format("sending to {} failed: {}", peer_name(peer), ec.message()));
       return;
     }
     Fragment done = std::move(link->queue.front());
@@ -398,14 +407,15 @@ void TcpTransport::connect_peer(int peer) {
     host = hp.host;
     port = hp.port;
   } catch (const Error& e) {
-    fail_peer(peer, HM_ERR_INVALID_ARGUMENT, e.what());
+    fail_peer_now(peer, HM_ERR_INVALID_ARGUMENT, e.what());
     return;
   }
   error_code ec;
   const auto address = asio::ip::make_address(host, ec);
   if (ec) {
-    fail_peer(peer, HM_ERR_INVALID_ARGUMENT,
-              fmt::format("rank {} published '{}', which is not an IP address", peer, p.address));
+    fail_peer_now(
+        peer, HM_ERR_INVALID_ARGUMENT,
+        fmt::format("rank {} published '{}', which is not an IP address", peer, p.address));
     return;
   }
   const tcp::endpoint endpoint(address, port);
@@ -415,15 +425,15 @@ void TcpTransport::connect_peer(int peer) {
     link->timer.expires_after(options_.connect_timeout);
     link->timer.async_wait([this, peer, link](const error_code& ec) {
       if (ec || closed_ || link->ready) return;
-      fail_peer(peer, HM_ERR_TIMEOUT,
-                fmt::format("could not connect to {} within {} ms", peer_name(peer),
-                            options_.connect_timeout.count()));
+      fail_peer_now(peer, HM_ERR_TIMEOUT,
+                    fmt::format("could not connect to {} within {} ms", peer_name(peer),
+                                options_.connect_timeout.count()));
     });
     link->socket.async_connect(endpoint, [this, peer, i, link](const error_code& ec) {
       if (closed_ || peers_[peer].failure != HM_SUCCESS) return;
       if (ec) {
-        fail_peer(peer, HM_ERR_PEER_FAILED,
-                  fmt::format("cannot connect to {}: {}", peer_name(peer), ec.message()));
+        fail_peer_now(peer, HM_ERR_PEER_FAILED,
+                      fmt::format("cannot connect to {}: {}", peer_name(peer), ec.message()));
         return;
       }
       configure(link->socket);
@@ -439,9 +449,9 @@ void TcpTransport::client_handshake(int peer, int index, const std::shared_ptr<O
         if (closed_ || peers_[peer].failure != HM_SUCCESS) return;
         auth::Challenge challenge;
         if (ec || !auth::Challenge::decode(link->challenge, auth::Channel::kData, challenge)) {
-          fail_peer(peer, ec ? HM_ERR_PEER_FAILED : HM_ERR_AUTH,
-                    fmt::format("{} did not answer as a Holmes endpoint{}", peer_name(peer),
-                                ec ? ": " + ec.message() : std::string()));
+          fail_peer_now(peer, ec ? HM_ERR_PEER_FAILED : HM_ERR_AUTH,
+                        fmt::format("{} did not answer as a Holmes endpoint{}", peer_name(peer),
+                                    ec ? ": " + ec.message() : std::string()));
           return;
         }
         link->server_nonce = challenge.server_nonce;
@@ -462,7 +472,7 @@ void TcpTransport::client_handshake(int peer, int index, const std::shared_ptr<O
             [this, peer, index, link](const error_code& ec, std::size_t) {
               if (closed_ || peers_[peer].failure != HM_SUCCESS) return;
               if (ec) {
-                fail_peer(
+                fail_peer_now(
                     peer, HM_ERR_PEER_FAILED,
                     fmt::format("handshake with {} failed: {}", peer_name(peer), ec.message()));
                 return;
@@ -473,7 +483,7 @@ void TcpTransport::client_handshake(int peer, int index, const std::shared_ptr<O
                     if (closed_ || peers_[peer].failure != HM_SUCCESS) return;
                     const auto verdict = auth::Verdict::decode(link->verdict);
                     if (ec || !verdict.accepted) {
-                      fail_peer(
+                      fail_peer_now(
                           peer, HM_ERR_AUTH,
                           fmt::format("{} refused this rank's job token (HOLMES_TOKEN differs, "
                                       "or another communicator listens there)",
@@ -485,8 +495,9 @@ void TcpTransport::client_handshake(int peer, int index, const std::shared_ptr<O
                         link->server_nonce, link->client_nonce,
                         context_for(rank_.load(), peer, index, options_.sockets_per_peer));
                     if (!auth::macs_equal(expected, verdict.mac)) {
-                      fail_peer(peer, HM_ERR_AUTH,
-                                fmt::format("{} could not prove the job token", peer_name(peer)));
+                      fail_peer_now(
+                          peer, HM_ERR_AUTH,
+                          fmt::format("{} could not prove the job token", peer_name(peer)));
                       return;
                     }
                     link_ready(peer, link);
@@ -623,10 +634,10 @@ void TcpTransport::read_header(const std::shared_ptr<InLink>& link) {
                      if (ec) return in_link_closed(link, ec);
                      const auto header = FrameHeader::decode(link->header);
                      if (!header) {
-                       fail_peer(link->peer, HM_ERR_TRANSPORT,
-                                 fmt::format("{} sent a malformed frame header; connection "
-                                             "dropped",
-                                             peer_name(link->peer)));
+                       fail_peer_now(link->peer, HM_ERR_TRANSPORT,
+                                     fmt::format("{} sent a malformed frame header; connection "
+                                                 "dropped",
+                                                 peer_name(link->peer)));
                        return;
                      }
                      on_fragment(link, *header);
@@ -638,10 +649,10 @@ void TcpTransport::on_fragment(const std::shared_ptr<InLink>& link, const FrameH
   const FragmentHeader header{h.tag, h.signature, h.total, h.offset, h.length};
   const auto landing = matcher_.land(peer, header);
   if (!landing) {
-    fail_peer(peer, HM_ERR_TRANSPORT,
-              fmt::format("{} sent fragments of one message with different sizes; connection "
-                          "dropped",
-                          peer_name(peer)));
+    fail_peer_now(peer, HM_ERR_TRANSPORT,
+                  fmt::format("{} sent fragments of one message with different sizes; connection "
+                              "dropped",
+                              peer_name(peer)));
     return;
   }
   if (h.length == 0) {
@@ -702,22 +713,32 @@ void TcpTransport::in_link_closed(const std::shared_ptr<InLink>& link, const err
   if (link->peer < 0) return;
   auto& p = peers_[link->peer];
   if (ec != asio::error::eof) {
-    fail_peer(link->peer, HM_ERR_PEER_FAILED,
-              fmt::format("connection from {} broke: {}", peer_name(link->peer), ec.message()));
+    fail_peer_now(link->peer, HM_ERR_PEER_FAILED,
+                  fmt::format("connection from {} broke: {}", peer_name(link->peer), ec.message()));
     return;
   }
   // A clean close: the peer finished (or died and the kernel closed its sockets). Once all its
   // links are closed nothing more can arrive from it.
   if (++p.in_closed >= p.in_expected && !p.gone) {
     p.gone = true;
-    matcher_.fail_peer(link->peer, HM_ERR_PEER_FAILED,
-                       fmt::format("{} closed its connections (process exited or communicator "
-                                   "destroyed) while this rank waits for data from it",
-                                   peer_name(link->peer)));
+    const auto message = fmt::format(
+        "{} closed its connections (process exited or communicator destroyed) while this rank "
+        "waits for data from it",
+        peer_name(link->peer));
+    matcher_.fail_peer(link->peer, HM_ERR_PEER_FAILED, message);
+    if (failure_listener_) failure_listener_(link->peer, HM_ERR_PEER_FAILED, message);
   }
 }
 
 void TcpTransport::fail_peer(int peer, hm_status_t status, const std::string& message) {
+  asio::post(io_, [this, peer, status, message] {
+    if (!closed_ && peer >= 0 && static_cast<std::size_t>(peer) < peers_.size()) {
+      fail_peer_now(peer, status, message);
+    }
+  });
+}
+
+void TcpTransport::fail_peer_now(int peer, hm_status_t status, const std::string& message) {
   if (peer < 0) return;
   auto& p = peers_[peer];
   if (p.failure != HM_SUCCESS) return;
@@ -746,6 +767,7 @@ void TcpTransport::fail_peer(int peer, hm_status_t status, const std::string& me
   }
   matcher_.fail_peer(peer, status, message);
   check_connected();
+  if (failure_listener_) failure_listener_(peer, status, message);
 }
 
 void TcpTransport::do_shutdown(hm_status_t status, const std::string& why) {

@@ -17,18 +17,14 @@
 #include <memory>
 #include <string>
 
+#include "transports/options.hpp"
 #include "transports/transport.hpp"
 
 namespace holmes::tcp {
 
-struct TcpOptions {
-  std::string listen_host = "127.0.0.1";  // IP address to listen on
-  int sockets_per_peer = 2;               // 1..16
-  int socket_buffer_bytes = 4 << 20;      // SO_SNDBUF/SO_RCVBUF; 0 leaves kernel autotuning
-  std::string token;                      // job token every connection proves
-  std::string context;                    // names the communicator; bound into every proof
-  std::chrono::milliseconds connect_timeout{60000};
-};
+// The tcp transport reads listen_host, sockets_per_peer, socket_buffer_bytes, token, context and
+// connect_timeout.
+using TcpOptions = TransportOptions;
 
 // Listens at once (peers are set later, Transport::set_peers); throws HM_ERR_TRANSPORT when it
 // cannot.

@@ -1,0 +1,33 @@
+// How a communicator's transports come up, the same way for the world (exchanging through the
+// store) and for split communicators (exchanging through the parent):
+//  1. this rank creates tcp (the control plane) and every other transport it can run;
+//  2. the ranks exchange peer cards (locality, transports, addresses);
+//  3. each rank chooses the route to every peer (choose_route), and the ranks exchange their
+//     choices: a rank whose choice for a link differs from its peer's fails with
+//     HM_ERR_MISMATCH naming the peer, on both sides, after the exchange (never a hang);
+//  4. a Router over the transports in use connects every pair (small communicators).
+// One log line at info level says which transport serves which peers, and why.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/clock.hpp"
+#include "transports/options.hpp"
+#include "transports/router.hpp"
+
+namespace holmes::detail {
+
+// Gives every rank's string to every rank (index = rank in the group being formed).
+using GatherStrings = std::function<std::vector<std::string>(const std::string& mine)>;
+
+// The number of GatherStrings calls wire() makes, always (ranks that stay out of the new
+// communicator but share the exchange medium make the same number of empty calls).
+constexpr int kWiringExchanges = 2;
+
+std::unique_ptr<Router> wire(int rank, int size, const TransportOptions& options,
+                             const GatherStrings& gather, const Deadline& deadline);
+
+}  // namespace holmes::detail

@@ -1,0 +1,36 @@
+// Where a rank sits: its host, its island (the hosts that share one RDMA fabric) and that
+// fabric. The communicator compares two ranks' localities to pick the transport between them.
+//
+// Each field comes from the environment when set (HOLMES_HOST, HOLMES_ISLAND, HOLMES_FABRIC:
+// how ranks in network namespaces describe an emulated cluster), else from discovery:
+//   host    the machine's hostname plus its boot id, so ranks of one OS instance agree and two
+//           machines with the same hostname do not
+//   fabric  "ib" or "roce" when an RDMA port is active (/sys/class/infiniband), else "ethernet"
+//   island  for RDMA fabrics the fabric plus its subnet (IB subnet prefix from the port's GID);
+//           for ethernet the host itself (no RDMA reaches beyond it)
+// The topology file and probes of issue 5 refine this; the fields and their meaning stay.
+#pragma once
+
+#include <string>
+
+namespace holmes {
+
+struct Locality {
+  std::string host;
+  std::string island;
+  std::string fabric;  // "ib", "roce" or "ethernet"
+
+  bool rdma() const { return fabric == "ib" || fabric == "roce"; }
+};
+
+// This process's locality. Throws HM_ERR_INVALID_ARGUMENT for an unknown HOLMES_FABRIC.
+Locality local_locality();
+
+// Discovery only (no environment), from a sysfs root (tests pass a fake tree).
+struct DiscoveredFabric {
+  std::string fabric;  // "ib", "roce" or "ethernet"
+  std::string subnet;  // IB subnet prefix or RoCE GID prefix; empty for ethernet
+};
+DiscoveredFabric discover_fabric(const std::string& sysfs_root = "/sys");
+
+}  // namespace holmes

@@ -1,0 +1,106 @@
+#include "transports/kinds.hpp"
+
+#include "core/status.hpp"
+#include "transports/tcp/tcp_transport.hpp"
+
+#ifdef HOLMES_HAVE_SHM
+#include "transports/shm/shm_transport.hpp"
+#endif
+#ifdef HOLMES_HAVE_UCX
+#include "transports/ucx/ucx_transport.hpp"
+#endif
+#ifdef HOLMES_HAVE_VERBS
+#include "transports/verbs/verbs_transport.hpp"
+#endif
+
+namespace holmes {
+
+const char* transport_name(TransportKind kind) {
+  switch (kind) {
+    case TransportKind::kTcp:
+      return "tcp";
+    case TransportKind::kShm:
+      return "shm";
+    case TransportKind::kUcx:
+      return "ucx";
+    case TransportKind::kVerbs:
+      return "verbs";
+  }
+  return "?";
+}
+
+std::optional<TransportKind> transport_from_name(std::string_view name) {
+  for (auto kind : kAllTransportKinds) {
+    if (name == transport_name(kind)) return kind;
+  }
+  return std::nullopt;
+}
+
+bool transport_available(TransportKind kind, std::string* why) {
+  std::string reason;
+  bool ok = false;
+  switch (kind) {
+    case TransportKind::kTcp:
+      ok = true;
+      break;
+    case TransportKind::kShm:
+#ifdef HOLMES_HAVE_SHM
+      ok = shm::shm_available(&reason);
+#else
+      reason = "this build has no shm transport";
+#endif
+      break;
+    case TransportKind::kUcx:
+#ifdef HOLMES_HAVE_UCX
+      ok = ucx::ucx_available(&reason);
+#else
+      reason = "this build has no UCX (HOLMES_WITH_UCX was off or libucx-dev missing)";
+#endif
+      break;
+    case TransportKind::kVerbs:
+#ifdef HOLMES_HAVE_VERBS
+      ok = verbs::verbs_available(&reason);
+#else
+      reason = "this build has no verbs (HOLMES_WITH_VERBS was off or libibverbs-dev missing)";
+#endif
+      break;
+  }
+  if (why != nullptr) *why = reason;
+  return ok;
+}
+
+std::vector<TransportKind> available_transports() {
+  std::vector<TransportKind> out;
+  for (auto kind : kAllTransportKinds) {
+    if (transport_available(kind, nullptr)) out.push_back(kind);
+  }
+  return out;
+}
+
+std::unique_ptr<Transport> make_transport(TransportKind kind, const TransportOptions& options) {
+  std::string why;
+  if (!transport_available(kind, &why)) {
+    fail(HM_ERR_UNSUPPORTED, "transport {} is not available: {}", transport_name(kind), why);
+  }
+  switch (kind) {
+    case TransportKind::kTcp:
+      return tcp::make_tcp_transport(options);
+#ifdef HOLMES_HAVE_SHM
+    case TransportKind::kShm:
+      return shm::make_shm_transport(options);
+#endif
+#ifdef HOLMES_HAVE_UCX
+    case TransportKind::kUcx:
+      return ucx::make_ucx_transport(options);
+#endif
+#ifdef HOLMES_HAVE_VERBS
+    case TransportKind::kVerbs:
+      return verbs::make_verbs_transport(options);
+#endif
+    default:
+      break;
+  }
+  fail(HM_ERR_UNSUPPORTED, "transport {} is not built", transport_name(kind));
+}
+
+}  // namespace holmes

@@ -1,0 +1,18 @@
+// What every transport is created with. Each transport reads the fields it needs.
+#pragma once
+
+#include <chrono>
+#include <string>
+
+namespace holmes {
+
+struct TransportOptions {
+  std::string listen_host = "127.0.0.1";  // IP to listen on (tcp), or whose interface ucx uses
+  std::string token;                      // job token every connection proves
+  std::string context;                    // unique name of the communicator in the job
+  std::chrono::milliseconds connect_timeout{60000};
+  int sockets_per_peer = 2;           // tcp: 1..16
+  int socket_buffer_bytes = 4 << 20;  // tcp: SO_SNDBUF/SO_RCVBUF; 0 leaves kernel autotuning
+};
+
+}  // namespace holmes

@@ -1,0 +1,81 @@
+#include "transports/router.hpp"
+
+#include "core/status.hpp"
+
+namespace holmes {
+
+Router::Router(int rank, std::vector<std::unique_ptr<Transport>> transports,
+               std::vector<Route> routes, const std::vector<std::vector<std::string>>& addresses)
+    : rank_(rank), transports_(std::move(transports)), routes_(std::move(routes)) {
+  transports_.resize(std::size(kAllTransportKinds));
+  auto& tcp = transports_[static_cast<std::size_t>(TransportKind::kTcp)];
+  if (!tcp) fail(HM_ERR_INTERNAL, "router without its tcp control plane");
+  for (const auto& r : routes_) {
+    if (!transports_[static_cast<std::size_t>(r.kind)]) {
+      fail(HM_ERR_INTERNAL, "route through {}, which was not created", transport_name(r.kind));
+    }
+  }
+  // When the control plane sees a peer go, fail that peer's traffic wherever it is carried.
+  tcp->set_peer_failure_listener([this](int peer, hm_status_t status, const std::string& message) {
+    const auto kind = routes_[static_cast<std::size_t>(peer)].kind;
+    if (kind != TransportKind::kTcp) {
+      transports_[static_cast<std::size_t>(kind)]->fail_peer(peer, status, message);
+    }
+  });
+  for (std::size_t k = 0; k < transports_.size(); ++k) {
+    if (transports_[k]) transports_[k]->set_peers(rank_, addresses.at(k));
+  }
+}
+
+Router::~Router() {
+  // Stop the data transports before the control plane, whose listener points at them.
+  for (std::size_t k = transports_.size(); k-- > 0;) transports_[k].reset();
+}
+
+std::string Router::listen_address() const {
+  return transports_[static_cast<std::size_t>(TransportKind::kTcp)]->listen_address();
+}
+
+void Router::set_peers(int, std::vector<std::string>) {
+  fail(HM_ERR_INTERNAL, "a router's peers are set when it is built");
+}
+
+CompletionPtr Router::connect_all() {
+  std::vector<CompletionPtr> parts;
+  for (const auto& t : transports_) {
+    if (t) parts.push_back(t->connect_all());
+  }
+  return Completion::all_of(parts);
+}
+
+Transport& Router::carrier(int peer) const {
+  require(peer >= 0 && peer < size() && peer != rank_, "no route to rank {}", peer);
+  return *transports_[static_cast<std::size_t>(routes_[static_cast<std::size_t>(peer)].kind)];
+}
+
+CompletionPtr Router::isend(int peer, std::uint64_t tag, std::uint32_t signature,
+                            std::span<const std::byte> data) {
+  return carrier(peer).isend(peer, tag, signature, data);
+}
+
+CompletionPtr Router::irecv(int peer, std::uint64_t tag, std::uint32_t signature,
+                            std::span<std::byte> data) {
+  return carrier(peer).irecv(peer, tag, signature, data);
+}
+
+void Router::shutdown(hm_status_t status, const std::string& why, bool wait) {
+  for (const auto& t : transports_) {
+    if (t) t->shutdown(status, why, wait);
+  }
+}
+
+LinkProperties Router::link(int peer) const {
+  if (peer < 0 || peer >= size() || peer == rank_) return {"self", "this rank", 0, 0};
+  return carrier(peer).link(peer);
+}
+
+void Router::fail_peer(int peer, hm_status_t status, const std::string& message) {
+  carrier(peer).fail_peer(peer, status, message);
+}
+
+}  // namespace holmes

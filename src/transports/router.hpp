@@ -1,0 +1,51 @@
+// The transport a communicator talks to: it owns one transport of each kind in use and sends
+// each peer's traffic through the one chosen for that peer (shm on the host, ucx or verbs in the
+// island, tcp between islands). Collectives see a single Transport.
+//
+// tcp is always present and connects to every peer: it is the control plane. Its sockets close
+// when a peer's process or communicator goes away, which shm and ucx cannot see by themselves;
+// the router then fails that peer's traffic on whichever transport carries it.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "transports/kinds.hpp"
+#include "transports/transport.hpp"
+
+namespace holmes {
+
+class Router final : public Transport {
+ public:
+  // `transports` is indexed by TransportKind (nullptr where not created) and must hold tcp.
+  // `addresses[kind][peer]` is where peer listens on that kind ("" where it is not used).
+  // Sets every transport's peers; connections follow on connect_all() or first use.
+  Router(int rank, std::vector<std::unique_ptr<Transport>> transports, std::vector<Route> routes,
+         const std::vector<std::vector<std::string>>& addresses);
+  ~Router() override;
+
+  const char* name() const override { return "router"; }
+  std::string listen_address() const override;
+  void set_peers(int rank, std::vector<std::string> addresses) override;
+  CompletionPtr connect_all() override;
+  CompletionPtr isend(int peer, std::uint64_t tag, std::uint32_t signature,
+                      std::span<const std::byte> data) override;
+  CompletionPtr irecv(int peer, std::uint64_t tag, std::uint32_t signature,
+                      std::span<std::byte> data) override;
+  void shutdown(hm_status_t status, const std::string& why, bool wait) override;
+  LinkProperties link(int peer) const override;
+  void fail_peer(int peer, hm_status_t status, const std::string& message) override;
+
+  const Route& route(int peer) const { return routes_.at(static_cast<std::size_t>(peer)); }
+  int size() const { return static_cast<int>(routes_.size()); }
+
+ private:
+  Transport& carrier(int peer) const;
+
+  int rank_;
+  std::vector<std::unique_ptr<Transport>> transports_;
+  std::vector<Route> routes_;
+};
+
+}  // namespace holmes

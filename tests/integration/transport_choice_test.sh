@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# HOLMES_TRANSPORT: ranks that disagree about a link both fail at init with HM_ERR_MISMATCH
+# naming each other (no hang); a forced transport this machine cannot run fails cleanly with
+# HM_ERR_UNSUPPORTED and the reason; a bad value is refused.
+# usage: transport_choice_test.sh BIN_DIR
+source "$(dirname "$0")/lib.sh"
+BIN=$1
+BENCH=("$BIN/holmes-bench" allreduce -b 1K -e 1K --iters 1 --warmup 0)
+export HOLMES_TIMEOUT_MS=30000
+CLEAN=(env -u HOLMES_RANK -u HOLMES_WORLD_SIZE -u HOLMES_STORE -u HOLMES_TOKEN
+       -u HOLMES_STORE_SERVE -u HOLMES_TRANSPORT)
+
+echo "== ranks that disagree fail on both sides, naming each other"
+port=$(free_port)
+start=$(date +%s)
+"${CLEAN[@]}" HOLMES_RANK=0 HOLMES_WORLD_SIZE=2 HOLMES_STORE=127.0.0.1:$port HOLMES_TRANSPORT=tcp \
+  "${BENCH[@]}" >"$WORK/r0" 2>&1 &
+p0=$!
+"${CLEAN[@]}" HOLMES_RANK=1 HOLMES_WORLD_SIZE=2 HOLMES_STORE=127.0.0.1:$port \
+  "${BENCH[@]}" >"$WORK/r1" 2>&1 &
+p1=$!
+set +e
+wait $p0; c0=$?
+wait $p1; c1=$?
+set -e
+[ "$c0" != 0 ] && [ "$c1" != 0 ] || { cat "$WORK/r0" "$WORK/r1"; fail "a rank succeeded"; }
+expect_contains "$WORK/r0" "HM_ERR_MISMATCH"
+expect_contains "$WORK/r1" "HM_ERR_MISMATCH"
+expect_contains "$WORK/r0" "rank 1 runs with HOLMES_TRANSPORT=auto"
+expect_contains "$WORK/r1" "rank 0 runs with HOLMES_TRANSPORT=tcp"
+[ $(( $(date +%s) - start )) -lt 20 ] || fail "disagreement took too long to report"
+
+echo "== a forced transport this machine cannot run"
+for kind in verbs; do
+  set +e
+  "${CLEAN[@]}" HOLMES_TRANSPORT=$kind "$BIN/holmes-run" -n 2 --timeout 60 -- "${BENCH[@]}" \
+    >"$WORK/forced" 2>&1
+  code=$?
+  set -e
+  if [ "$code" = 0 ]; then
+    # Only acceptable where the machine really has an RDMA device.
+    ls /sys/class/infiniband/* >/dev/null 2>&1 || fail "HOLMES_TRANSPORT=$kind ran without a device"
+  else
+    expect_contains "$WORK/forced" "HM_ERR_UNSUPPORTED"
+    expect_contains "$WORK/forced" "HOLMES_TRANSPORT=$kind but this rank cannot run it"
+  fi
+done
+
+echo "== a bad value"
+set +e
+"${CLEAN[@]}" HOLMES_TRANSPORT=carrier-pigeon "$BIN/holmes-run" -n 1 -- "${BENCH[@]}" \
+  >"$WORK/bad" 2>&1
+code=$?
+set -e
+[ "$code" != 0 ] || fail "a bad HOLMES_TRANSPORT was accepted"
+expect_contains "$WORK/bad" "HOLMES_TRANSPORT is 'carrier-pigeon'"
+
+echo "== forcing tcp works"
+"${CLEAN[@]}" HOLMES_TRANSPORT=tcp HOLMES_LOG_LEVEL=info "$BIN/holmes-run" -n 2 -- "${BENCH[@]}" --check \
+  >"$WORK/tcp" 2>&1 || { cat "$WORK/tcp"; fail "forced tcp failed"; }
+expect_contains "$WORK/tcp" "tcp -> 1 (forced by HOLMES_TRANSPORT=tcp)"
+expect_contains "$WORK/tcp" "Out of bounds values : 0 OK"
+echo "transport choice: all checks passed"
