@@ -19,14 +19,14 @@ void pairwise_alltoall(CollectiveContext& ctx, const void* send, void* recv, std
   auto* out = static_cast<std::byte*>(recv);
   // Blocks arrive while others are still being sent: an input that shares memory with the
   // output is copied first.
-  std::vector<std::byte> staged;
   const auto* in = static_cast<const std::byte*>(send);
   if (overlaps(send, total, recv, total)) {
-    staged.assign(in, in + total);
-    in = staged.data();
+    std::byte* staged = ctx.scratch(total);
+    ctx.copy(staged, in, total);
+    in = staged;
   }
   const auto own = static_cast<std::size_t>(r) * block;
-  std::memcpy(out + own, in + own, block);
+  ctx.copy(out + own, in + own, block);
   // Post every exchange at once: the transport buffers what arrives early, and on a
   // two-core machine one io thread per rank keeps them all moving.
   std::vector<Transfer> transfers;

@@ -49,7 +49,7 @@ void chain_reduce(CollectiveContext& ctx, const void* send, void* recv, std::siz
   const auto* in = static_cast<const std::byte*>(send);
   const bool is_root = ctx.rank() == root;
   if (n == 1 || count == 0) {
-    if (is_root && count > 0 && recv != send) std::memmove(recv, send, count * es);
+    if (is_root) ctx.copy(recv, send, count * es);
     return;
   }
   // The chain starts at root+1 and ends at the root; each rank adds its input and passes the
@@ -83,10 +83,10 @@ void chain_reduce(CollectiveContext& ctx, const void* send, void* recv, std::siz
     std::byte* slot = scratch.slot(c);
     if (is_root) {
       std::byte* dst = out + range.offset * es;
-      reduce(dtype, op, dst, in + range.offset * es, slot, range.count);
-      if (op == HM_AVG) finalize_average(dtype, dst, range.count, n);
+      ctx.reduce(dtype, op, dst, in + range.offset * es, slot, range.count);
+      if (op == HM_AVG) ctx.finalize_average(dtype, dst, range.count, n);
     } else {
-      reduce(dtype, op, slot, in + range.offset * es, slot, range.count);
+      ctx.reduce(dtype, op, slot, in + range.offset * es, slot, range.count);
       slot_send[c % kPipelineDepth] = ctx.send(next, c, {slot, range.count * es});
     }
   }

@@ -1,6 +1,11 @@
 #include "collectives/context.hpp"
 
+#include <cstring>
+
+#include "collectives/device_memory.hpp"
+#include "collectives/staging.hpp"
 #include "core/clock.hpp"
+#include "core/reduce.hpp"
 #include "core/status.hpp"
 
 namespace holmes {
@@ -59,8 +64,7 @@ std::uint64_t p2p_tag(std::uint64_t sequence) {
 CollectiveContext::CollectiveContext(Transport& transport, int rank, int size,
                                      std::uint64_t sequence, std::uint32_t signature,
                                      std::chrono::milliseconds timeout, std::size_t chunk_bytes,
-                                     std::string what, std::vector<std::byte>* scratch_pool,
-                                     std::atomic<std::uint64_t>* progress)
+                                     std::string what, CollectiveResources resources)
     : transport_(transport),
       rank_(rank),
       size_(size),
@@ -69,20 +73,77 @@ CollectiveContext::CollectiveContext(Transport& transport, int rank, int size,
       timeout_(timeout),
       chunk_bytes_(chunk_bytes),
       what_(std::move(what)),
-      scratch_pool_(scratch_pool != nullptr ? scratch_pool : &own_scratch_),
-      progress_(progress) {}
+      resources_(resources) {
+  if (resources_.scratch == nullptr) resources_.scratch = &own_scratch_;
+  if (resources_.device != nullptr && resources_.staging == nullptr) {
+    fail(HM_ERR_INTERNAL, "{}: device buffers without a staging pool", what_);
+  }
+}
 
 std::byte* CollectiveContext::scratch(std::size_t bytes) {
-  if (scratch_pool_->size() < bytes) scratch_pool_->resize(bytes);
-  return scratch_pool_->data();
+  ScratchSpace& s = *resources_.scratch;
+  if (on_device()) {
+    if (s.device_bytes < bytes) {
+      s.device = resources_.device->allocate(bytes);
+      s.device_bytes = bytes;
+    }
+    return s.device.get();
+  }
+  if (s.host.size() < bytes) s.host.resize(bytes);
+  return s.host.data();
+}
+
+void CollectiveContext::reduce(hm_dtype_t dtype, hm_op_t op, void* dst, const void* a,
+                               const void* b, std::size_t count) {
+  if (on_device()) {
+    resources_.device->reduce(dtype, op, dst, a, b, count);
+  } else {
+    holmes::reduce(dtype, op, dst, a, b, count);
+  }
+}
+
+void CollectiveContext::finalize_average(hm_dtype_t dtype, void* data, std::size_t count,
+                                         int nranks) {
+  if (on_device()) {
+    resources_.device->finalize_average(dtype, data, count, nranks);
+  } else {
+    holmes::finalize_average(dtype, data, count, nranks);
+  }
+}
+
+void CollectiveContext::copy(void* dst, const void* src, std::size_t bytes) {
+  if (bytes == 0 || dst == src) return;
+  if (on_device()) {
+    resources_.device->copy(dst, src, bytes);
+  } else {
+    std::memmove(dst, src, bytes);
+  }
 }
 
 Transfer CollectiveContext::send(int peer, std::uint64_t step, std::span<const std::byte> data) {
-  return {transport_.isend(peer, collective_tag(sequence_, step), signature_, data), peer, false};
+  const auto tag = collective_tag(sequence_, step);
+  if (!on_device() || data.empty()) {
+    return {transport_.isend(peer, tag, signature_, data), peer, false, nullptr};
+  }
+  // Copy the chunk out just before it goes; the slot returns to the pool when the send is done.
+  auto slot = resources_.staging->acquire(data.size(), Deadline::after(timeout_));
+  resources_.device->to_host(slot.get(), data.data(), data.size());
+  auto request = transport_.isend(peer, tag, signature_, {slot.get(), data.size()});
+  request->on_complete([slot](const Completion&) {});
+  return {request, peer, false, nullptr};
 }
 
 Transfer CollectiveContext::recv(int peer, std::uint64_t step, std::span<std::byte> data) {
-  return {transport_.irecv(peer, collective_tag(sequence_, step), signature_, data), peer, true};
+  const auto tag = collective_tag(sequence_, step);
+  if (!on_device() || data.empty()) {
+    return {transport_.irecv(peer, tag, signature_, data), peer, true, nullptr};
+  }
+  auto staged = std::make_shared<StagedReceive>();
+  staged->slot = resources_.staging->acquire(data.size(), Deadline::after(timeout_));
+  staged->device_target = data.data();
+  staged->bytes = data.size();
+  auto request = transport_.irecv(peer, tag, signature_, {staged->slot.get(), data.size()});
+  return {request, peer, true, staged};
 }
 
 void CollectiveContext::wait(const Transfer& transfer) {
@@ -94,7 +155,16 @@ void CollectiveContext::wait(const Transfer& transfer) {
   if (transfer.request->status() != HM_SUCCESS) {
     fail(transfer.request->status(), "{}: {}", what_, transfer.request->message());
   }
-  if (progress_ != nullptr) progress_->fetch_add(1, std::memory_order_relaxed);
+  if (transfer.staged && !transfer.staged->copied) {
+    // The chunk is in its pinned slot: copy it in, then give the slot back.
+    resources_.device->from_host(transfer.staged->device_target, transfer.staged->slot.get(),
+                                 transfer.staged->bytes);
+    transfer.staged->copied = true;
+    transfer.staged->slot.reset();
+  }
+  if (resources_.progress != nullptr) {
+    resources_.progress->fetch_add(1, std::memory_order_relaxed);
+  }
 }
 
 void CollectiveContext::wait_all(const std::vector<Transfer>& transfers) {

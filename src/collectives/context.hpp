@@ -43,11 +43,40 @@ constexpr std::uint64_t kTagPointToPoint = 1ull << 62;
 std::uint64_t collective_tag(std::uint64_t sequence, std::uint64_t step);
 std::uint64_t p2p_tag(std::uint64_t sequence);
 
+// A receive staged through a pinned slot because its destination is device memory: wait()
+// copies it in once it has arrived.
+struct StagedReceive {
+  std::shared_ptr<std::byte> slot;
+  std::byte* device_target = nullptr;
+  std::size_t bytes = 0;
+  bool copied = false;
+};
+
 // One send or receive in flight, remembered for the error message if it fails.
 struct Transfer {
   CompletionPtr request;
   int peer = -1;
   bool receive = false;
+  std::shared_ptr<StagedReceive> staged;
+};
+
+// Temporary memory a communicator keeps for its collectives (they run one at a time): host
+// bytes, or device bytes when the buffers are on a device.
+struct ScratchSpace {
+  std::vector<std::byte> host;
+  std::shared_ptr<std::byte> device;
+  std::size_t device_bytes = 0;
+};
+
+class DeviceMemory;
+class StagingPool;
+
+// What a communicator lends a collective; all optional.
+struct CollectiveResources {
+  ScratchSpace* scratch = nullptr;                 // reused scratch (else per call)
+  std::atomic<std::uint64_t>* progress = nullptr;  // bumped on every completed transfer
+  DeviceMemory* device = nullptr;                  // set when the buffers are device memory
+  StagingPool* staging = nullptr;  // pinned slots for device transfers (required with device)
 };
 
 class CollectiveContext {
@@ -55,22 +84,31 @@ class CollectiveContext {
   CollectiveContext(Transport& transport, int rank, int size, std::uint64_t sequence,
                     std::uint32_t signature, std::chrono::milliseconds timeout,
                     std::size_t chunk_bytes, std::string what,
-                    std::vector<std::byte>* scratch_pool = nullptr,
-                    std::atomic<std::uint64_t>* progress = nullptr);
+                    CollectiveResources resources = CollectiveResources());
 
   int rank() const { return rank_; }
   int size() const { return size_; }
   std::size_t chunk_bytes() const { return chunk_bytes_; }
 
-  // Scratch memory for this operation: reused across the communicator's calls (they never run
-  // concurrently), so small collectives do not pay for allocating and touching fresh pages.
+  // Scratch memory for this operation, of the buffers' kind (host or device): reused across the
+  // communicator's calls (they never run concurrently), so small collectives do not pay for
+  // allocating and touching fresh pages.
   std::byte* scratch(std::size_t bytes);
+
+  // Operations on the caller's buffers and scratch, wherever they live.
+  bool on_device() const { return resources_.device != nullptr; }
+  void reduce(hm_dtype_t dtype, hm_op_t op, void* dst, const void* a, const void* b,
+              std::size_t count);
+  void finalize_average(hm_dtype_t dtype, void* data, std::size_t count, int nranks);
+  // Copies between buffers that are the same or do not overlap (host: any overlap).
+  void copy(void* dst, const void* src, std::size_t bytes);
 
   Transfer send(int peer, std::uint64_t step, std::span<const std::byte> data);
   Transfer recv(int peer, std::uint64_t step, std::span<std::byte> data);
 
-  // Block until the transfer completes; throws holmes::Error naming the operation, the peer and
-  // the link on failure or after the timeout.
+  // Block until the transfer completes (and, for a staged receive, its data is in place);
+  // throws holmes::Error naming the operation, the peer and the link on failure or after the
+  // timeout. Each receive is waited for once.
   void wait(const Transfer& transfer);
   void wait_all(const std::vector<Transfer>& transfers);
 
@@ -83,9 +121,8 @@ class CollectiveContext {
   std::chrono::milliseconds timeout_;
   std::size_t chunk_bytes_;
   std::string what_;
-  std::vector<std::byte>* scratch_pool_;
-  std::vector<std::byte> own_scratch_;  // when no pool was given
-  std::atomic<std::uint64_t>* progress_;
+  CollectiveResources resources_;
+  ScratchSpace own_scratch_;  // when the communicator lends none
 };
 
 }  // namespace holmes

@@ -115,6 +115,9 @@ struct ScratchSlots {
   ScratchSlots(CollectiveContext& ctx, const BlockLayout& layout, std::size_t element_size)
       : slot_bytes(layout.chunk(0, 0).count * element_size),
         base(ctx.scratch(kPipelineDepth * slot_bytes)) {}
+  // Slots at the start of scratch the caller already has (which may hold more after them).
+  ScratchSlots(std::byte* scratch, const BlockLayout& layout, std::size_t element_size)
+      : slot_bytes(layout.chunk(0, 0).count * element_size), base(scratch) {}
   std::byte* slot(std::size_t unit) const { return base + (unit % kPipelineDepth) * slot_bytes; }
   std::size_t slot_bytes;
   std::byte* base;

@@ -29,7 +29,7 @@ void ring_allreduce(CollectiveContext& ctx, const void* send, void* recv, std::s
   const int n = ctx.size();
   const int r = ctx.rank();
   if (n == 1 || count == 0) {
-    if (count > 0 && in != out) std::memmove(out, in, count * es);  // x / 1 == x for AVG
+    ctx.copy(out, in, count * es);  // x / 1 == x for AVG
     return;
   }
   const BlockLayout layout(count, n, chunk_elements(ctx, es));
@@ -70,8 +70,8 @@ void ring_allreduce(CollectiveContext& ctx, const void* send, void* recv, std::s
     const auto range = layout.chunk(recv_block(t), c);
     std::byte* mine = out + range.offset * es;
     if (t < rs_steps) {
-      reduce(dtype, op, mine, in + range.offset * es, scratch.slot(u), range.count);
-      if (t == rs_steps - 1 && op == HM_AVG) finalize_average(dtype, mine, range.count, n);
+      ctx.reduce(dtype, op, mine, in + range.offset * es, scratch.slot(u), range.count);
+      if (t == rs_steps - 1 && op == HM_AVG) ctx.finalize_average(dtype, mine, range.count, n);
     }
     if (t + 1 < steps)
       sends.push_back(ctx.send(right, (t + 1) * chunks + c, {mine, range.count * es}));
@@ -86,7 +86,7 @@ void ring_reduce_scatter(CollectiveContext& ctx, const void* send, void* recv,
   const int n = ctx.size();
   const int r = ctx.rank();
   if (n == 1 || recvcount == 0) {
-    if (recvcount > 0 && recv != send) std::memmove(recv, send, recvcount * es);
+    ctx.copy(recv, send, recvcount * es);
     return;
   }
   const std::size_t block_bytes = recvcount * es;
@@ -94,11 +94,12 @@ void ring_reduce_scatter(CollectiveContext& ctx, const void* send, void* recv,
   // is read only by the last step, element by element. Any other overlap goes through a copy.
   const bool direct = recv == in + static_cast<std::size_t>(r) * block_bytes ||
                       !overlaps(recv, block_bytes, send, block_bytes * static_cast<std::size_t>(n));
-  std::vector<std::byte> staged(direct ? 0 : block_bytes);
-  auto* out = direct ? static_cast<std::byte*>(recv) : staged.data();
-
   const BlockLayout layout(recvcount * static_cast<std::size_t>(n), n, chunk_elements(ctx, es));
   const std::size_t chunks = layout.chunks();
+  // Scratch holds the receive slots and, when needed, the result before it is copied out.
+  const std::size_t slots_bytes = kPipelineDepth * layout.chunk(0, 0).count * es;
+  std::byte* scratch_base = ctx.scratch(slots_bytes + (direct ? 0 : block_bytes));
+  auto* out = direct ? static_cast<std::byte*>(recv) : scratch_base + slots_bytes;
   const int right = ring_mod(r + 1, n);
   const int left = ring_mod(r - 1, n);
   const auto steps = static_cast<std::size_t>(n - 1);
@@ -106,7 +107,7 @@ void ring_reduce_scatter(CollectiveContext& ctx, const void* send, void* recv,
   auto send_block = [&](std::size_t t) { return ring_mod(r - static_cast<long long>(t) - 1, n); };
   auto recv_block = [&](std::size_t t) { return ring_mod(r - static_cast<long long>(t) - 2, n); };
 
-  const ScratchSlots scratch(ctx, layout, es);
+  const ScratchSlots scratch(scratch_base, layout, es);
   // A partial sum is sent from its scratch slot; the slot is reused only after that send.
   std::vector<std::optional<Transfer>> slot_send(kPipelineDepth);
   std::vector<Transfer> sends;
@@ -130,20 +131,20 @@ void ring_reduce_scatter(CollectiveContext& ctx, const void* send, void* recv,
     const auto range = layout.chunk(recv_block(t), c);
     std::byte* slot = scratch.slot(u);
     if (t + 1 < steps) {
-      reduce(dtype, op, slot, in + range.offset * es, slot, range.count);
+      ctx.reduce(dtype, op, slot, in + range.offset * es, slot, range.count);
       slot_send[u % kPipelineDepth] =
           ctx.send(right, (t + 1) * chunks + c, {slot, range.count * es});
     } else {
       std::byte* dst = out + (range.offset - own_start) * es;
-      reduce(dtype, op, dst, in + range.offset * es, slot, range.count);
-      if (op == HM_AVG) finalize_average(dtype, dst, range.count, n);
+      ctx.reduce(dtype, op, dst, in + range.offset * es, slot, range.count);
+      if (op == HM_AVG) ctx.finalize_average(dtype, dst, range.count, n);
     }
   }
   for (auto& s : slot_send) {
     if (s) ctx.wait(*s);
   }
   ctx.wait_all(sends);
-  if (!direct) std::memcpy(recv, staged.data(), block_bytes);
+  if (!direct) ctx.copy(recv, out, block_bytes);
 }
 
 void ring_allgather(CollectiveContext& ctx, const void* send, void* recv, std::size_t sendcount,
@@ -157,7 +158,13 @@ void ring_allgather(CollectiveContext& ctx, const void* send, void* recv, std::s
   std::byte* own = out + static_cast<std::size_t>(r) * block_bytes;
   if (send != own) {
     // Our block may sit where another rank's block will land (send == recv): copy it first.
-    std::memmove(own, send, block_bytes);
+    if (overlaps(own, block_bytes, send, block_bytes)) {
+      std::byte* temp = ctx.scratch(block_bytes);
+      ctx.copy(temp, send, block_bytes);
+      ctx.copy(own, temp, block_bytes);
+    } else {
+      ctx.copy(own, send, block_bytes);
+    }
   }
   if (n == 1) return;
   const BlockLayout layout(sendcount * static_cast<std::size_t>(n), n, chunk_elements(ctx, es));

@@ -8,6 +8,7 @@
 #include "bootstrap/auth.hpp"
 #include "bootstrap/store_client.hpp"
 #include "collectives/algorithms.hpp"
+#include "collectives/staging.hpp"
 #include "communicator/runtime.hpp"
 #include "communicator/wiring.hpp"
 #include "core/bytes.hpp"
@@ -240,6 +241,24 @@ void CommunicatorImpl::validate(const CollectiveCall& call) const {
   }
 }
 
+DeviceMemory* CommunicatorImpl::device_of(const CollectiveCall& call) const {
+  DeviceMemory* device = Runtime::get().device_memory();
+  if (device == nullptr || call.count == 0) return nullptr;
+  const bool send_on_device = call.send != nullptr && device->is_device(call.send);
+  const bool recv_on_device = call.recv != nullptr && device->is_device(call.recv);
+  if (call.send != nullptr && call.recv != nullptr && send_on_device != recv_on_device) {
+    fail(HM_ERR_INVALID_ARGUMENT, "{}: {} is device memory but {} is host memory",
+         collective_name(call.kind), send_on_device ? "sendbuf" : "recvbuf",
+         send_on_device ? "recvbuf" : "sendbuf");
+  }
+  return send_on_device || recv_on_device ? device : nullptr;
+}
+
+StagingPool& CommunicatorImpl::staging(DeviceMemory& device) {
+  if (!staging_) staging_ = std::make_unique<StagingPool>(device);
+  return *staging_;
+}
+
 void CommunicatorImpl::check_usable() const {
   std::lock_guard lock(state_mutex_);
   if (closed_) fail(HM_ERR_ABORTED, "the communicator was destroyed");
@@ -258,14 +277,16 @@ void CommunicatorImpl::poison(hm_status_t status, const std::string& message) no
   transport_->shutdown(status, message, true);
 }
 
-void CommunicatorImpl::execute(const CollectiveCall& call, std::uint64_t sequence) {
+void CommunicatorImpl::execute(const CollectiveCall& call, std::uint64_t sequence,
+                               DeviceMemory* device) {
   check_usable();
   const auto signature =
       collective_signature(call.kind, call.count, call.dtype, call.op, call.root);
   CollectiveContext ctx(
       *transport_, rank_, size_, sequence, signature, timeout_, chunk_bytes_,
-      fmt::format("{} #{} on rank {}", collective_name(call.kind), sequence, rank_), &scratch_,
-      &progress_);
+      fmt::format("{} #{} on rank {}", collective_name(call.kind), sequence, rank_),
+      CollectiveResources{&scratch_, &progress_, device,
+                          device != nullptr ? &staging(*device) : nullptr});
   try {
     switch (call.kind) {
       case CollectiveKind::kAllreduce:
@@ -297,10 +318,11 @@ void CommunicatorImpl::execute(const CollectiveCall& call, std::uint64_t sequenc
 std::shared_ptr<RequestImpl> CommunicatorImpl::collective(const CollectiveCall& call,
                                                           bool blocking) {
   validate(call);
+  DeviceMemory* device = device_of(call);
   check_usable();
   const std::uint64_t sequence = next_sequence_++;
   if (blocking && queue_.idle()) {
-    execute(call, sequence);
+    execute(call, sequence, device);
     return nullptr;
   }
   auto request = std::make_shared<RequestImpl>();
@@ -308,9 +330,9 @@ std::shared_ptr<RequestImpl> CommunicatorImpl::collective(const CollectiveCall& 
   request->request = std::make_shared<Completion>();
   request->collective = true;
   request->what = collective_name(call.kind);
-  queue_.submit([this, call, sequence, done = request->request] {
+  queue_.submit([this, call, sequence, device, done = request->request] {
     try {
-      execute(call, sequence);
+      execute(call, sequence, device);
       done->complete();
     } catch (const Error& e) {
       done->complete(e.status(), e.what());
@@ -345,16 +367,33 @@ std::shared_ptr<RequestImpl> CommunicatorImpl::point_to_point(bool is_send, cons
   auto request = std::make_shared<RequestImpl>();
   request->comm = shared_from_this();
   request->peer = peer;
+  DeviceMemory* device = Runtime::get().device_memory();
+  if (device != nullptr && (bytes == 0 || !device->is_device(buffer))) device = nullptr;
+  // Device buffers travel through a pinned slot: copied out before the send, in after the
+  // receive (in wait()).
+  std::shared_ptr<std::byte> slot;
+  if (device != nullptr) slot = staging(*device).acquire(bytes, Deadline::after(timeout_));
   if (is_send) {
     const auto tag = p2p_tag(sent_to_[static_cast<std::size_t>(peer)]++);
     request->what = fmt::format("send to rank {}", peer);
-    request->request =
-        transport_->isend(peer, tag, signature, {static_cast<const std::byte*>(buffer), bytes});
+    const auto* data = static_cast<const std::byte*>(buffer);
+    if (slot) {
+      device->to_host(slot.get(), buffer, bytes);
+      data = slot.get();
+    }
+    request->request = transport_->isend(peer, tag, signature, {data, bytes});
+    if (slot) request->request->on_complete([slot](const Completion&) {});
   } else {
     const auto tag = p2p_tag(received_from_[static_cast<std::size_t>(peer)]++);
     request->what = fmt::format("recv from rank {}", peer);
-    request->request = transport_->irecv(
-        peer, tag, signature, {static_cast<std::byte*>(const_cast<void*>(buffer)), bytes});
+    auto* target = static_cast<std::byte*>(const_cast<void*>(buffer));
+    request->request = transport_->irecv(peer, tag, signature, {slot ? slot.get() : target, bytes});
+    if (slot) {
+      request->finish = [device, target, slot, bytes]() mutable {
+        device->from_host(target, slot.get(), bytes);
+        slot.reset();
+      };
+    }
   }
   if (blocking) {
     wait(*request);
@@ -389,6 +428,11 @@ void CommunicatorImpl::wait(RequestImpl& r) {
     const auto message = fmt::format("{} on rank {}: {}", r.what, rank_, r.request->message());
     poison(r.request->status(), message);
     throw Error(r.request->status(), message);
+  }
+  if (r.finish) {
+    auto finish = std::move(r.finish);
+    r.finish = nullptr;
+    finish();
   }
 }
 

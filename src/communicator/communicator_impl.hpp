@@ -10,6 +10,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -17,6 +18,8 @@
 #include <vector>
 
 #include "collectives/context.hpp"
+#include "collectives/device_memory.hpp"
+#include "collectives/staging.hpp"
 #include "communicator/config.hpp"
 #include "communicator/op_queue.hpp"
 #include "core/completion.hpp"
@@ -34,6 +37,9 @@ struct RequestImpl {
   bool collective = false;  // runs on the op queue (else: a point-to-point transfer)
   int peer = -1;            // point-to-point only
   std::string what;         // e.g. "hm_isend to rank 3"
+  // Runs once after the operation succeeded, before wait() returns (a staged device receive
+  // copies its data in here).
+  std::function<void()> finish;
 };
 
 struct CollectiveCall {
@@ -92,9 +98,13 @@ class CommunicatorImpl : public std::enable_shared_from_this<CommunicatorImpl> {
 
  private:
   void validate(const CollectiveCall& call) const;
+  // The device memory the call's buffers live in, or nullptr for host memory. Throws
+  // HM_ERR_INVALID_ARGUMENT when one buffer is on a device and the other is not.
+  DeviceMemory* device_of(const CollectiveCall& call) const;
+  StagingPool& staging(DeviceMemory& device);
   // Every rank's string, through this communicator (two collectives).
   std::vector<std::string> allgather_strings(const std::string& mine);
-  void execute(const CollectiveCall& call, std::uint64_t sequence);
+  void execute(const CollectiveCall& call, std::uint64_t sequence, DeviceMemory* device);
   void check_usable() const;
   // Records the first failure and closes the transport so no buffer is touched afterwards.
   void poison(hm_status_t status, const std::string& message) noexcept;
@@ -118,7 +128,8 @@ class CommunicatorImpl : public std::enable_shared_from_this<CommunicatorImpl> {
   std::string error_message_;
   bool closed_ = false;
   std::atomic<std::uint64_t> progress_{0};
-  std::vector<std::byte> scratch_;  // reused by every collective (they run one at a time)
+  ScratchSpace scratch_;                  // reused by every collective (they run one at a time)
+  std::unique_ptr<StagingPool> staging_;  // pinned slots for device buffers, made on first use
   OpQueue queue_;
 };
 

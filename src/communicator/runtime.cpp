@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include "communicator/cuda_device.hpp"
 #include "core/log.hpp"
 #include "core/status.hpp"
 
@@ -52,6 +53,21 @@ void Runtime::serve_store(const std::string& host, std::uint16_t port, const std
     }
   }
   HM_LOG_INFO("serving the rendezvous store at {}", key);
+}
+
+DeviceMemory* Runtime::device_memory() {
+  std::lock_guard lock(mutex_);
+  if (!device_chosen_) {
+    device_chosen_ = true;
+    device_ = make_cuda_device_memory();  // nullptr without CUDA or without a device
+  }
+  return device_.get();
+}
+
+void Runtime::set_device_memory_for_testing(std::unique_ptr<DeviceMemory> device) {
+  std::lock_guard lock(mutex_);
+  device_ = std::move(device);
+  device_chosen_ = device_ != nullptr;
 }
 
 }  // namespace holmes::detail

@@ -10,6 +10,7 @@
 #include <string>
 
 #include "bootstrap/store_server.hpp"
+#include "collectives/device_memory.hpp"
 
 namespace holmes::detail {
 
@@ -22,9 +23,18 @@ class Runtime {
   // local. Throws HM_ERR_TRANSPORT naming the address when the port is taken.
   void serve_store(const std::string& host, std::uint16_t port, const std::string& token);
 
+  // Device memory support: CUDA when this build has it and a device is present, else none
+  // (nullptr). Chosen once.
+  DeviceMemory* device_memory();
+  // Tests install a fake device (see tests/mp) to exercise staging without a GPU; nullptr
+  // restores the default.
+  void set_device_memory_for_testing(std::unique_ptr<DeviceMemory> device);
+
  private:
   Runtime() = default;
   std::mutex mutex_;
+  bool device_chosen_ = false;
+  std::unique_ptr<DeviceMemory> device_;
   std::map<std::string, std::unique_ptr<StoreServer>> stores_;
 };
 

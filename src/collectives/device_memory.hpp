@@ -1,0 +1,43 @@
+// Memory the CPU must not touch directly (CUDA device memory), as the collectives see it.
+//
+// When a collective's buffers live on a device, its CollectiveContext stages every transfer
+// through pinned host slots, chunk by chunk: a chunk is copied out just before it is sent and in
+// just after it arrives, so copies overlap the wire like everything else in the pipeline. The
+// reductions run on the device, on the caller's buffers and device scratch. Transports only ever
+// see host memory (Debian's UCX, for one, has no CUDA support).
+//
+// The CUDA implementation lives in src/core/cuda; tests use a fake whose "device" memory the CPU
+// cannot read, so any place that would touch it directly faults.
+#pragma once
+
+#include <holmes/holmes.h>
+
+#include <cstddef>
+#include <memory>
+
+namespace holmes {
+
+class DeviceMemory {
+ public:
+  virtual ~DeviceMemory() = default;
+
+  // Whether `p` points into device memory.
+  virtual bool is_device(const void* p) const = 0;
+
+  // Synchronous copies. Host pointers are pinned slots from allocate_host() or caller memory.
+  virtual void to_host(void* host, const void* device, std::size_t bytes) = 0;
+  virtual void from_host(void* device, const void* host, std::size_t bytes) = 0;
+  virtual void copy(void* device_dst, const void* device_src, std::size_t bytes) = 0;
+
+  // The same semantics, bit for bit, as holmes::reduce and holmes::finalize_average, on device
+  // memory. dst may equal a or b.
+  virtual void reduce(hm_dtype_t dtype, hm_op_t op, void* dst, const void* a, const void* b,
+                      std::size_t count) = 0;
+  virtual void finalize_average(hm_dtype_t dtype, void* data, std::size_t count, int nranks) = 0;
+
+  // Device scratch, and pinned host memory for staging; freed when the last owner lets go.
+  virtual std::shared_ptr<std::byte> allocate(std::size_t bytes) = 0;
+  virtual std::shared_ptr<std::byte> allocate_host(std::size_t bytes) = 0;
+};
+
+}  // namespace holmes

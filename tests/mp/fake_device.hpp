@@ -1,0 +1,49 @@
+// A device for machines without one: "device" memory is mapped PROT_NONE and opened only while
+// this class itself copies or reduces, so any other access to it (the CPU reduction kernels, a
+// transport reading a send buffer) faults at once. Reductions use the host kernels; everything
+// else about device buffers (staging through pinned slots, device scratch, copies in and out)
+// runs exactly as with CUDA.
+#pragma once
+
+#include <cstddef>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "collectives/device_memory.hpp"
+
+namespace holmes::test {
+
+class FakeDeviceMemory final : public DeviceMemory {
+ public:
+  bool is_device(const void* p) const override;
+  void to_host(void* host, const void* device, std::size_t bytes) override;
+  void from_host(void* device, const void* host, std::size_t bytes) override;
+  void copy(void* device_dst, const void* device_src, std::size_t bytes) override;
+  void reduce(hm_dtype_t dtype, hm_op_t op, void* dst, const void* a, const void* b,
+              std::size_t count) override;
+  void finalize_average(hm_dtype_t dtype, void* data, std::size_t count, int nranks) override;
+  std::shared_ptr<std::byte> allocate(std::size_t bytes) override;
+  std::shared_ptr<std::byte> allocate_host(std::size_t bytes) override;
+
+  // Operations counted, so tests can check that the device path was really taken.
+  std::size_t copies_in() const;
+  std::size_t device_reductions() const;
+
+ private:
+  struct Region {
+    std::byte* base;
+    std::size_t bytes;
+  };
+  // Opens the regions holding `pointers` for the duration of `body`.
+  template <typename Body>
+  void with_access(std::initializer_list<const void*> pointers, Body body);
+  const Region* find(const void* p) const;
+
+  mutable std::mutex mutex_;
+  std::vector<Region> regions_;
+  std::size_t copies_in_ = 0;
+  std::size_t reductions_ = 0;
+};
+
+}  // namespace holmes::test
