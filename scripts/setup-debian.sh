@@ -13,6 +13,7 @@ PACKAGES=(
   libspdlog-dev libfmt-dev
   nlohmann-json3-dev  # plans, results and tool output as JSON
   libcli11-dev        # command lines of the tools
+  libibverbs-dev      # the verbs transport (builds without a device; fails cleanly at run time)
   # tests and micro-benchmarks
   libgtest-dev libgmock-dev libbenchmark-dev
   openmpi-bin         # mpirun: the launcher tests start ranks with it

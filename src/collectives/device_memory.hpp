@@ -24,6 +24,13 @@ class DeviceMemory {
   // Whether `p` points into device memory.
   virtual bool is_device(const void* p) const = 0;
 
+  // The instance for the device that holds `p` (a machine may have several; scratch and pinned
+  // staging must belong to the right one). A single-device implementation returns itself.
+  virtual DeviceMemory& bound_to(const void* p) {
+    (void)p;
+    return *this;
+  }
+
   // Synchronous copies. Host pointers are pinned slots from allocate_host() or caller memory.
   virtual void to_host(void* host, const void* device, std::size_t bytes) = 0;
   virtual void from_host(void* device, const void* host, std::size_t bytes) = 0;

@@ -251,7 +251,8 @@ DeviceMemory* CommunicatorImpl::device_of(const CollectiveCall& call) const {
          collective_name(call.kind), send_on_device ? "sendbuf" : "recvbuf",
          send_on_device ? "recvbuf" : "sendbuf");
   }
-  return send_on_device || recv_on_device ? device : nullptr;
+  if (!send_on_device && !recv_on_device) return nullptr;
+  return &device->bound_to(send_on_device ? call.send : call.recv);
 }
 
 StagingPool& CommunicatorImpl::staging(DeviceMemory& device) {
@@ -368,7 +369,9 @@ std::shared_ptr<RequestImpl> CommunicatorImpl::point_to_point(bool is_send, cons
   request->comm = shared_from_this();
   request->peer = peer;
   DeviceMemory* device = Runtime::get().device_memory();
-  if (device != nullptr && (bytes == 0 || !device->is_device(buffer))) device = nullptr;
+  if (device != nullptr) {
+    device = bytes > 0 && device->is_device(buffer) ? &device->bound_to(buffer) : nullptr;
+  }
   // Device buffers travel through a pinned slot: copied out before the send, in after the
   // receive (in wait()).
   std::shared_ptr<std::byte> slot;

@@ -1,8 +1,105 @@
 #include "communicator/cuda_device.hpp"
 
+#ifdef HOLMES_HAVE_CUDA
+#include <map>
+#include <mutex>
+
+#include "core/cuda/memory.hpp"
+#endif
+
 namespace holmes::detail {
 
-// Wired to src/core/cuda once that layer is in the build (HOLMES_CUDA_DEVICE_MEMORY).
+#ifdef HOLMES_HAVE_CUDA
+namespace {
+
+// One GPU: every allocation is made on it, whatever device the calling thread has current (a
+// communicator's worker thread starts on device 0).
+class CudaDevice final : public DeviceMemory {
+ public:
+  explicit CudaDevice(int device) : device_(device) {}
+  bool is_device(const void* p) const override { return memory_kind(p) == MemoryKind::kDevice; }
+  void to_host(void* host, const void* device, std::size_t bytes) override {
+    copy_device_to_host(host, device, bytes);
+  }
+  void from_host(void* device, const void* host, std::size_t bytes) override {
+    copy_host_to_device(device, host, bytes);
+  }
+  void copy(void* dst, const void* src, std::size_t bytes) override {
+    copy_device_to_device(dst, src, bytes);
+  }
+  void reduce(hm_dtype_t dtype, hm_op_t op, void* dst, const void* a, const void* b,
+              std::size_t count) override {
+    device_reduce(dtype, op, dst, a, b, count);
+  }
+  void finalize_average(hm_dtype_t dtype, void* data, std::size_t count, int nranks) override {
+    device_finalize_average(dtype, data, count, nranks);
+  }
+  std::shared_ptr<std::byte> allocate(std::size_t bytes) override {
+    auto buffer = std::make_shared<DeviceBuffer>(bytes, device_);
+    return std::shared_ptr<std::byte>(buffer, static_cast<std::byte*>(buffer->data()));
+  }
+  std::shared_ptr<std::byte> allocate_host(std::size_t bytes) override {
+    auto buffer = std::make_shared<PinnedBuffer>(bytes, device_);
+    return std::shared_ptr<std::byte>(buffer, buffer->data());
+  }
+
+ private:
+  int device_;
+};
+
+// Every GPU of the machine, each with its own CudaDevice, created when first used.
+class CudaDevices final : public DeviceMemory {
+ public:
+  bool is_device(const void* p) const override { return memory_kind(p) == MemoryKind::kDevice; }
+  DeviceMemory& bound_to(const void* p) override {
+    const int device = memory_device(p);
+    std::lock_guard lock(mutex_);
+    auto& slot = devices_[device];
+    if (!slot) slot = std::make_unique<CudaDevice>(device);
+    return *slot;
+  }
+  // The collectives only call these on a bound instance; forwarding keeps them correct anyway.
+  void to_host(void* host, const void* device, std::size_t bytes) override {
+    bound_to(device).to_host(host, device, bytes);
+  }
+  void from_host(void* device, const void* host, std::size_t bytes) override {
+    bound_to(device).from_host(device, host, bytes);
+  }
+  void copy(void* dst, const void* src, std::size_t bytes) override {
+    bound_to(dst).copy(dst, src, bytes);
+  }
+  void reduce(hm_dtype_t dtype, hm_op_t op, void* dst, const void* a, const void* b,
+              std::size_t count) override {
+    bound_to(dst).reduce(dtype, op, dst, a, b, count);
+  }
+  void finalize_average(hm_dtype_t dtype, void* data, std::size_t count, int nranks) override {
+    bound_to(data).finalize_average(dtype, data, count, nranks);
+  }
+  std::shared_ptr<std::byte> allocate(std::size_t bytes) override {
+    auto buffer = std::make_shared<DeviceBuffer>(bytes);
+    return std::shared_ptr<std::byte>(buffer, static_cast<std::byte*>(buffer->data()));
+  }
+  std::shared_ptr<std::byte> allocate_host(std::size_t bytes) override {
+    auto buffer = std::make_shared<PinnedBuffer>(bytes);
+    return std::shared_ptr<std::byte>(buffer, buffer->data());
+  }
+
+ private:
+  std::mutex mutex_;
+  std::map<int, std::unique_ptr<CudaDevice>> devices_;
+};
+
+}  // namespace
+
+std::unique_ptr<DeviceMemory> make_cuda_device_memory() {
+  if (!cuda_device_available(nullptr)) return nullptr;
+  return std::make_unique<CudaDevices>();
+}
+
+#else
+
 std::unique_ptr<DeviceMemory> make_cuda_device_memory() { return nullptr; }
+
+#endif
 
 }  // namespace holmes::detail

@@ -87,8 +87,11 @@ Route choose_route(const PeerCard& me, const PeerCard& peer, int peer_rank) {
   if (me.forced) {
     const auto kind = *me.forced;
     if (!both(kind)) {
-      fail(HM_ERR_UNSUPPORTED, "HOLMES_TRANSPORT={} but {} cannot run it", transport_name(kind),
-           me.can(kind) ? fmt::format("rank {}", peer_rank) : std::string("this rank"));
+      std::string why;
+      if (!me.can(kind)) transport_available(kind, &why);
+      fail(HM_ERR_UNSUPPORTED, "HOLMES_TRANSPORT={} but {} cannot run it{}{}", transport_name(kind),
+           me.can(kind) ? fmt::format("rank {}", peer_rank) : std::string("this rank"),
+           why.empty() ? "" : ": ", why);
     }
     if (kind == TransportKind::kShm && !same_host) {
       fail(HM_ERR_INVALID_ARGUMENT, "HOLMES_TRANSPORT=shm but rank {} is on another host ({})",

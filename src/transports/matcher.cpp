@@ -20,6 +20,8 @@ std::string Matcher::mismatch(int peer, std::uint64_t their_total, std::uint32_t
 }
 
 std::optional<Matcher::Landing> Matcher::land(int peer, const FragmentHeader& h) {
+  // A fragment must lie inside its message; transports check this too, the matcher makes sure.
+  if (h.offset > h.total || h.length > h.total - h.offset) return std::nullopt;
   const Key key{peer, h.tag};
   if (auto it = posted_.find(key); it != posted_.end()) {
     Posted& r = it->second;

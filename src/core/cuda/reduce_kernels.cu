@@ -1,0 +1,173 @@
+// The reduction kernels: one grid-stride kernel per (element type, operation), moving 16 bytes
+// per load where the pointers allow. The arithmetic lives in element_ops.hpp, shared with the
+// host-side tests that hold it to the CPU kernels bit for bit.
+#include "core/cuda/reduce_kernels.hpp"
+
+#include <algorithm>
+#include <cstdint>
+
+#include "core/cuda/element_ops.hpp"
+
+namespace holmes::device_ops {
+namespace {
+
+constexpr int kThreadsPerBlock = 256;
+
+__device__ __forceinline__ std::size_t global_thread() {
+  return static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+}
+__device__ __forceinline__ std::size_t global_threads() {
+  return static_cast<std::size_t>(gridDim.x) * blockDim.x;
+}
+
+template <typename T, typename Op>
+__global__ void __launch_bounds__(kThreadsPerBlock)
+    binary_kernel(T* dst, const T* a, const T* b, Split split, Op op) {
+  binary_range(dst, a, b, split, op, global_thread(), global_threads());
+}
+
+template <typename T, typename Op>
+__global__ void __launch_bounds__(kThreadsPerBlock) unary_kernel(T* data, Split split, Op op) {
+  unary_range(data, split, op, global_thread(), global_threads());
+}
+
+// Enough blocks for one unit of work per thread, at most max_blocks (a few per SM: the loop
+// strides over the rest, which keeps the launch cheap for huge counts).
+template <typename T>
+int blocks_for(const Split& split, int max_blocks) {
+  const std::size_t scalars = split.count - split.vectors * Pack<T>::kSize;
+  const std::size_t work = std::max(split.vectors, scalars);
+  const std::size_t wanted = (work + kThreadsPerBlock - 1) / kThreadsPerBlock;
+  return static_cast<int>(std::clamp<std::size_t>(wanted, 1, static_cast<std::size_t>(max_blocks)));
+}
+
+template <typename T, typename Op>
+cudaError_t launch_binary(void* dst, const void* a, const void* b, std::size_t count, Op op,
+                          int max_blocks, cudaStream_t stream) {
+  if (count == 0) return cudaSuccess;
+  const Split split = split_range<T>(count, {dst, a, b});
+  binary_kernel<T, Op><<<blocks_for<T>(split, max_blocks), kThreadsPerBlock, 0, stream>>>(
+      static_cast<T*>(dst), static_cast<const T*>(a), static_cast<const T*>(b), split, op);
+  return cudaGetLastError();
+}
+
+template <typename T, typename Op>
+cudaError_t launch_unary(void* data, std::size_t count, Op op, int max_blocks,
+                         cudaStream_t stream) {
+  if (count == 0) return cudaSuccess;
+  const Split split = split_range<T>(count, {data});
+  unary_kernel<T, Op><<<blocks_for<T>(split, max_blocks), kThreadsPerBlock, 0, stream>>>(
+      static_cast<T*>(data), split, op);
+  return cudaGetLastError();
+}
+
+template <typename T>
+cudaError_t reduce_typed(hm_op_t op, void* dst, const void* a, const void* b, std::size_t count,
+                         int max_blocks, cudaStream_t stream) {
+  switch (op) {
+    case HM_SUM:
+    case HM_AVG:
+      return launch_binary<T>(dst, a, b, count, Sum<T>{}, max_blocks, stream);
+    case HM_PROD:
+      return launch_binary<T>(dst, a, b, count, Prod<T>{}, max_blocks, stream);
+    case HM_MIN:
+      return launch_binary<T>(dst, a, b, count, Min<T>{}, max_blocks, stream);
+    case HM_MAX:
+      return launch_binary<T>(dst, a, b, count, Max<T>{}, max_blocks, stream);
+    default:
+      return cudaErrorInvalidValue;
+  }
+}
+
+template <typename Format>
+cudaError_t reduce_half(hm_op_t op, void* dst, const void* a, const void* b, std::size_t count,
+                        int max_blocks, cudaStream_t stream) {
+  using H = std::uint16_t;
+  switch (op) {
+    case HM_SUM:
+    case HM_AVG:
+      return launch_binary<H>(dst, a, b, count, HalfOp<Format, Sum>{}, max_blocks, stream);
+    case HM_PROD:
+      return launch_binary<H>(dst, a, b, count, HalfOp<Format, Prod>{}, max_blocks, stream);
+    case HM_MIN:
+      return launch_binary<H>(dst, a, b, count, HalfOp<Format, Min>{}, max_blocks, stream);
+    case HM_MAX:
+      return launch_binary<H>(dst, a, b, count, HalfOp<Format, Max>{}, max_blocks, stream);
+    default:
+      return cudaErrorInvalidValue;
+  }
+}
+
+template <typename T>
+cudaError_t divide_typed(void* data, std::size_t count, int nranks, int max_blocks,
+                         cudaStream_t stream) {
+  const DivideBy<T> op{static_cast<typename DivideBy<T>::Wide>(nranks)};
+  return launch_unary<T>(data, count, op, max_blocks, stream);
+}
+
+template <typename Format>
+cudaError_t divide_half(void* data, std::size_t count, int nranks, int max_blocks,
+                        cudaStream_t stream) {
+  const HalfDivideBy<Format> op{static_cast<float>(nranks)};
+  return launch_unary<std::uint16_t>(data, count, op, max_blocks, stream);
+}
+
+}  // namespace
+
+cudaError_t launch_reduce(hm_dtype_t dtype, hm_op_t op, void* dst, const void* a, const void* b,
+                          std::size_t count, int max_blocks, cudaStream_t stream) {
+  switch (dtype) {
+    case HM_INT8:
+      return reduce_typed<std::int8_t>(op, dst, a, b, count, max_blocks, stream);
+    case HM_UINT8:
+      return reduce_typed<std::uint8_t>(op, dst, a, b, count, max_blocks, stream);
+    case HM_INT32:
+      return reduce_typed<std::int32_t>(op, dst, a, b, count, max_blocks, stream);
+    case HM_UINT32:
+      return reduce_typed<std::uint32_t>(op, dst, a, b, count, max_blocks, stream);
+    case HM_INT64:
+      return reduce_typed<std::int64_t>(op, dst, a, b, count, max_blocks, stream);
+    case HM_UINT64:
+      return reduce_typed<std::uint64_t>(op, dst, a, b, count, max_blocks, stream);
+    case HM_FLOAT16:
+      return reduce_half<Float16Format>(op, dst, a, b, count, max_blocks, stream);
+    case HM_BFLOAT16:
+      return reduce_half<Bfloat16Format>(op, dst, a, b, count, max_blocks, stream);
+    case HM_FLOAT32:
+      return reduce_typed<float>(op, dst, a, b, count, max_blocks, stream);
+    case HM_FLOAT64:
+      return reduce_typed<double>(op, dst, a, b, count, max_blocks, stream);
+    default:
+      return cudaErrorInvalidValue;
+  }
+}
+
+cudaError_t launch_divide(hm_dtype_t dtype, void* data, std::size_t count, int nranks,
+                          int max_blocks, cudaStream_t stream) {
+  switch (dtype) {
+    case HM_INT8:
+      return divide_typed<std::int8_t>(data, count, nranks, max_blocks, stream);
+    case HM_UINT8:
+      return divide_typed<std::uint8_t>(data, count, nranks, max_blocks, stream);
+    case HM_INT32:
+      return divide_typed<std::int32_t>(data, count, nranks, max_blocks, stream);
+    case HM_UINT32:
+      return divide_typed<std::uint32_t>(data, count, nranks, max_blocks, stream);
+    case HM_INT64:
+      return divide_typed<std::int64_t>(data, count, nranks, max_blocks, stream);
+    case HM_UINT64:
+      return divide_typed<std::uint64_t>(data, count, nranks, max_blocks, stream);
+    case HM_FLOAT16:
+      return divide_half<Float16Format>(data, count, nranks, max_blocks, stream);
+    case HM_BFLOAT16:
+      return divide_half<Bfloat16Format>(data, count, nranks, max_blocks, stream);
+    case HM_FLOAT32:
+      return divide_typed<float>(data, count, nranks, max_blocks, stream);
+    case HM_FLOAT64:
+      return divide_typed<double>(data, count, nranks, max_blocks, stream);
+    default:
+      return cudaErrorInvalidValue;
+  }
+}
+
+}  // namespace holmes::device_ops

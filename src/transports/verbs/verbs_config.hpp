@@ -1,0 +1,45 @@
+// Tunables of the verbs transport, from the environment:
+//   HOLMES_IB_DEVICE      device[:port][,device[:port]...]  which port(s); default: auto
+//   HOLMES_IB_GID_INDEX   GID table index (RoCE); default: auto (RoCE v2, IPv4-mapped first)
+//   HOLMES_IB_SLOTS       receive slots per data queue pair, 4..4096 (default 32)
+//   HOLMES_IB_SLOT_BYTES  bytes per data slot, 1 KiB..16 MiB (default 64 KiB)
+//   HOLMES_IB_SL          InfiniBand service level, 0..15 (default 0)
+//   HOLMES_IB_TC          traffic class (RoCE DSCP << 2), 0..255 (default 0)
+//   HOLMES_IB_TIMEOUT     local ACK timeout exponent: 4.096 us * 2^n, 1..31 (default 18, ~1 s)
+//   HOLMES_IB_RETRY_CNT   transport retries before a peer is declared unreachable, 1..7 (7)
+// Malformed values throw HM_ERR_INVALID_ARGUMENT naming the variable.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <string>
+
+namespace holmes::verbs {
+
+struct VerbsConfig {
+  std::uint32_t data_slots = 32;
+  std::uint32_t slot_bytes = 64u << 10;
+  // Slots of the direction that only returns credits and says goodbye.
+  std::uint32_t control_slots = 8;
+  std::uint8_t service_level = 0;
+  std::uint8_t traffic_class = 0;
+  std::uint8_t ack_timeout = 18;
+  std::uint8_t retry_count = 7;
+  // How long a closing endpoint waits for its goodbyes to be acknowledged before it destroys
+  // its queue pairs (a dead peer never acknowledges).
+  std::chrono::milliseconds goodbye_wait{2000};
+};
+
+VerbsConfig read_verbs_config();
+
+// HOLMES_IB_DEVICE and HOLMES_IB_GID_INDEX, and the local rank that spreads a host's ranks over
+// its ports (HOLMES_LOCAL_RANK, LOCAL_RANK, SLURM_LOCALID, OMPI_COMM_WORLD_LOCAL_RANK; 0).
+struct PortPreferences {
+  std::optional<std::string> device;
+  std::optional<int> gid_index;
+  int local_rank = 0;
+};
+PortPreferences read_port_preferences();
+
+}  // namespace holmes::verbs
