@@ -47,7 +47,8 @@ grep -E '^-- holmes:' "$build/gpu-check-configure.log" || true
 step "build (-j$jobs)"
 if [[ ${HOLMES_GPU_CHECK_QUICK:-0} == 1 ]]; then
   cmake --build "$build" -j "$jobs" --target holmes holmes_cuda_memory holmes_cuda_element_ops \
-    holmes_cuda_device_reduce holmes_cuda_context holmes-cuda-bench
+    holmes_cuda_device_reduce holmes_cuda_context holmes-cuda-bench holmes-run holmes-bench \
+    holmes_mp_device
 else
   cmake --build "$build" -j "$jobs"
 fi
@@ -64,14 +65,20 @@ if grep -q '(Skipped)' "$log"; then die "cuda.* tests skipped on a GPU machine (
 step "device-reduce throughput"
 "$build/bin/holmes-cuda-bench" "${HOLMES_GPU_BENCH_MIB:-256}"
 
-# ==== LEAD: collective-level GPU checks go here, once the collectives accept device pointers. ====
-# Keep them device-required and short, e.g.:
-#   step "collectives on device buffers"
-#   HOLMES_REQUIRE_CUDA_DEVICE=1 ctest --test-dir "$build" -R '<collective GPU tests>' \
-#     --output-on-failure || die "collective GPU tests failed"
-#   step "busbw sweep, device buffers"
-#   "$build/bin/holmes-run" -n 4 -- "$build/bin/holmes-bench" allreduce <device option> \
-#     -b 1M -e 256M -f 4
+# ==== Collective-level GPU checks: every collective on device buffers (staged transfers, device
+# reductions), checked exactly, then a busbw sweep with device buffers. ====
+step "collectives on device buffers (2 and 4 ranks)"
+for np in 2 4; do
+  HOLMES_TEST_REAL_CUDA=1 HOLMES_TIMEOUT_MS=60000 "$build/bin/holmes-run" -n "$np" --timeout 240 -- \
+    "$build/bin/holmes_mp_device" --gtest_brief=1 || die "collectives on device buffers failed ($np ranks)"
+done
+step "busbw sweep, device buffers vs host buffers (4 ranks, allreduce float32 and bfloat16)"
+for dtype in float32 bfloat16; do
+  "$build/bin/holmes-run" -n 4 --timeout 240 -- "$build/bin/holmes-bench" allreduce --device \
+    --check -d "$dtype" -b 1M -e 256M -f 4 --iters 5 --warmup 2 || die "device busbw sweep failed"
+  "$build/bin/holmes-run" -n 4 --timeout 240 -- "$build/bin/holmes-bench" allreduce \
+    --check -d "$dtype" -b 1M -e 256M -f 4 --iters 5 --warmup 2 || die "host busbw sweep failed"
+done
 # ==== end of the LEAD section ====
 
 step "gpu-check: OK"

@@ -3,6 +3,8 @@
 // reduce through the device, and give exactly the results of the host path.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <tuple>
 
@@ -15,18 +17,30 @@
 namespace holmes::test {
 namespace {
 
-FakeDeviceMemory* fake = nullptr;
+// The device under test: the fake by default; with HOLMES_TEST_REAL_CUDA=1 (bench/gpu-check.sh
+// on a GPU machine) the real CUDA device, which must then exist.
+DeviceMemory* device = nullptr;
+FakeDeviceMemory* fake = nullptr;  // set only when the fake is in use
 
 class FakeDeviceEnvironment : public ::testing::Environment {
  public:
   void SetUp() override {
-    auto device = std::make_unique<FakeDeviceMemory>();
-    fake = device.get();
-    detail::Runtime::get().set_device_memory_for_testing(std::move(device));
+    if (std::getenv("HOLMES_TEST_REAL_CUDA") != nullptr) {
+      DeviceMemory* cuda = detail::Runtime::get().device_memory();
+      ASSERT_NE(cuda, nullptr) << "HOLMES_TEST_REAL_CUDA is set but no CUDA device is usable";
+      // Collectives find the device from the buffers; allocate on the rank's GPU.
+      device = cuda;
+      return;
+    }
+    auto owned = std::make_unique<FakeDeviceMemory>();
+    fake = owned.get();
+    device = fake;
+    detail::Runtime::get().set_device_memory_for_testing(std::move(owned));
   }
   void TearDown() override {
-    detail::Runtime::get().set_device_memory_for_testing(nullptr);
+    if (fake != nullptr) detail::Runtime::get().set_device_memory_for_testing(nullptr);
     fake = nullptr;
+    device = nullptr;
   }
 };
 [[maybe_unused]] ::testing::Environment* const kEnvironment =
@@ -39,16 +53,18 @@ struct DeviceBuffer {
 };
 
 DeviceBuffer upload(const std::vector<std::byte>& host) {
-  DeviceBuffer d{fake->allocate(host.size()), host.size()};
-  if (!host.empty()) fake->from_host(d.get(), host.data(), host.size());
+  DeviceBuffer d{device->allocate(std::max<std::size_t>(host.size(), 1)), host.size()};
+  if (!host.empty()) device->from_host(d.get(), host.data(), host.size());
   return d;
 }
 
 std::vector<std::byte> download(const DeviceBuffer& d) {
   std::vector<std::byte> host(d.bytes);
-  if (d.bytes > 0) fake->to_host(host.data(), d.get(), d.bytes);
+  if (d.bytes > 0) device->to_host(host.data(), d.get(), d.bytes);
   return host;
 }
+
+std::size_t reductions_so_far() { return fake != nullptr ? fake->device_reductions() : 0; }
 
 enum class Coll { kAllreduce, kReduceScatter, kAllgather, kBroadcast, kReduce, kAlltoall };
 const char* coll_name(Coll c) {
@@ -87,7 +103,7 @@ TEST_P(DeviceCollectiveTest, MatchesTheExactResult) {
   const auto nn = static_cast<std::size_t>(n);
   const std::size_t es = dtype_size(dtype);
   const unsigned salt = salt_of(static_cast<int>(coll), dtype, op, static_cast<int>(count % 97));
-  const std::size_t reductions_before = fake->device_reductions();
+  const std::size_t reductions_before = reductions_so_far();
   std::vector<std::byte> expected;
   std::vector<std::byte> got;
   switch (coll) {
@@ -129,7 +145,7 @@ TEST_P(DeviceCollectiveTest, MatchesTheExactResult) {
       auto recv = upload(std::vector<std::byte>(nn * count * es));
       if (in_place) {
         std::byte* own = recv.get() + static_cast<std::size_t>(r) * count * es;
-        if (count > 0) fake->from_host(own, block.data(), block.size());
+        if (count > 0) device->from_host(own, block.data(), block.size());
         comm.allgather(own, recv.get(), count, dtype);
       } else {
         auto send = upload(block);
@@ -184,8 +200,8 @@ TEST_P(DeviceCollectiveTest, MatchesTheExactResult) {
   EXPECT_EQ(check::count_wrong(got.data(), expected.data(), got.size() / es, dtype), 0u);
   const bool reduces =
       coll == Coll::kAllreduce || coll == Coll::kReduceScatter || coll == Coll::kReduce;
-  if (reduces && n > 1 && count >= nn) {  // with fewer elements some ranks reduce nothing
-    EXPECT_GT(fake->device_reductions(), reductions_before) << "reduced outside the device";
+  if (fake != nullptr && reduces && n > 1 && count >= nn) {  // fewer: some ranks reduce nothing
+    EXPECT_GT(reductions_so_far(), reductions_before) << "reduced outside the device";
   }
 }
 

@@ -25,6 +25,8 @@
 #include <vector>
 
 #include "check_data.hpp"
+#include "communicator/runtime.hpp"
+#include "core/cuda/memory.hpp"
 #include "core/dtype.hpp"
 
 namespace {
@@ -119,9 +121,27 @@ Shape shape_for(Coll c, std::size_t bytes, std::size_t es, int n) {
   }
 }
 
+// Host buffers always (check data is written and read there); with --device, device mirrors
+// that the collectives actually run on.
 struct Buffers {
   std::vector<std::byte> send;
   std::vector<std::byte> recv;
+  holmes::DeviceMemory* device = nullptr;
+  std::shared_ptr<std::byte> device_send;
+  std::shared_ptr<std::byte> device_recv;
+
+  std::byte* send_ptr() { return device != nullptr ? device_send.get() : send.data(); }
+  std::byte* recv_ptr() { return device != nullptr ? device_recv.get() : recv.data(); }
+  void upload() {
+    if (device == nullptr) return;
+    device->from_host(device_send.get(), send.data(), send.size());
+    device->from_host(device_recv.get(), recv.data(), recv.size());
+  }
+  void download() {
+    if (device == nullptr) return;
+    device->to_host(send.data(), device_send.get(), send.size());
+    device->to_host(recv.data(), device_recv.get(), recv.size());
+  }
 };
 
 // One call of the collective, out of place or in place.
@@ -130,27 +150,27 @@ void run_once(Communicator& comm, Coll c, Buffers& b, const Shape& s, hm_dtype_t
   const int n = comm.size();
   const int r = comm.rank();
   const std::size_t es = holmes::dtype_size(dtype);
-  void* recv = b.recv.data();
-  const void* send = in_place ? static_cast<const void*>(recv) : b.send.data();
+  void* recv = b.recv_ptr();
+  const void* send = in_place ? static_cast<const void*>(recv) : b.send_ptr();
   switch (c) {
     case Coll::kAllreduce:
       return comm.allreduce(send, recv, s.count, dtype, op);
     case Coll::kReduceScatter:
       // In place: NCCL's convention, recv is this rank's block of the send buffer.
       if (in_place) {
-        return comm.reduce_scatter(b.send.data(),
-                                   b.send.data() + static_cast<std::size_t>(r) * s.count * es,
+        return comm.reduce_scatter(b.send_ptr(),
+                                   b.send_ptr() + static_cast<std::size_t>(r) * s.count * es,
                                    s.count, dtype, op);
       }
       return comm.reduce_scatter(send, recv, s.count, dtype, op);
     case Coll::kAllgather:
       if (in_place) {
-        return comm.allgather(b.recv.data() + static_cast<std::size_t>(r) * s.count * es, recv,
+        return comm.allgather(b.recv_ptr() + static_cast<std::size_t>(r) * s.count * es, recv,
                               s.count, dtype);
       }
       return comm.allgather(send, recv, s.count, dtype);
     case Coll::kBroadcast:
-      if (!in_place && r == root) std::memcpy(recv, send, s.count * es);
+      // Out of place, the root broadcasts its send buffer (copied in by check_once).
       return comm.broadcast(recv, s.count, dtype, root);
     case Coll::kReduce:
       return comm.reduce(send, recv, s.count, dtype, op, root);
@@ -159,7 +179,7 @@ void run_once(Communicator& comm, Coll c, Buffers& b, const Shape& s, hm_dtype_t
     case Coll::kSendRecv: {
       if (n == 1) return;
       auto sent = comm.isend(in_place ? recv : send, s.count, dtype, (r + 1) % n);
-      auto got = comm.irecv(in_place ? b.send.data() : recv, s.count, dtype, (r + n - 1) % n);
+      auto got = comm.irecv(in_place ? b.send_ptr() : recv, s.count, dtype, (r + n - 1) % n);
       got.wait();
       sent.wait();
       return;
@@ -199,7 +219,9 @@ std::size_t check_once(Communicator& comm, Coll c, Buffers& b, const Shape& s, h
     default:
       fill_input(input, dtype, fill_op, r, 0, s.send_elems);
   }
+  b.upload();
   run_once(comm, c, b, s, dtype, op, root, in_place);
+  b.download();
   // Expected results and where they are.
   const std::byte* got = b.recv.data();
   std::size_t elems = s.recv_elems;
@@ -287,6 +309,9 @@ int main(int argc, char** argv) {
   app.add_flag("-c,--check", check, "check every result exactly (#wrong column)");
   app.add_option("--csv", csv_path, "also write the rows as CSV");
   app.add_option("--json", json_path, "also write the rows as JSON");
+  bool on_device = false;
+  app.add_flag("--device", on_device,
+               "run on device (CUDA) buffers: transfers are staged, reductions run on the GPU");
   CLI11_PARSE(app, argc, argv);
 
   std::vector<std::pair<std::string, Coll>> selected;
@@ -332,11 +357,21 @@ int main(int argc, char** argv) {
       return 2;
     }
     const std::size_t es = holmes::dtype_size(dtype);
+    holmes::DeviceMemory* device = nullptr;
+    if (on_device) {
+      device = holmes::detail::Runtime::get().device_memory();
+      if (device == nullptr) {
+        std::string why;
+        holmes::cuda_device_available(&why);
+        if (r == 0) fmt::print(stderr, "holmes-bench: --device: no usable CUDA device: {}\n", why);
+        return 2;
+      }
+    }
     std::vector<Row> rows;
     if (r == 0) {
-      fmt::print("# holmes-bench: {} ranks, dtype {}, op {}, root {}, iters {}, warmup {}{}\n", n,
+      fmt::print("# holmes-bench: {} ranks, dtype {}, op {}, root {}, iters {}, warmup {}{}{}\n", n,
                  holmes::dtype_name(dtype), holmes::op_name(op), root, iters, warmup,
-                 check ? ", checked" : "");
+                 check ? ", checked" : "", device != nullptr ? ", device buffers" : "");
       fmt::print(
           "# {:>12} {:>12} {:>9} {:>6} {:>5}  {:>10} {:>8} {:>8} {:>7}  {:>10} {:>8} "
           "{:>8} {:>7}\n",
@@ -357,6 +392,13 @@ int main(int argc, char** argv) {
         Buffers b;
         b.send.resize(std::max(s.send_elems, s.recv_elems) * es);
         b.recv.resize(std::max(s.send_elems, s.recv_elems) * es);
+        if (device != nullptr) {
+          b.device = device;
+          b.device_send = device->allocate(b.send.size());
+          b.device_recv = device->allocate(b.recv.size());
+          b.upload();
+          b.device = &device->bound_to(b.device_send.get());
+        }
         Row row{name,
                 s.size_elems * es,
                 s.size_elems,
