@@ -37,11 +37,9 @@ class FakeDeviceEnvironment : public ::testing::Environment {
     device = fake;
     detail::Runtime::get().set_device_memory_for_testing(std::move(owned));
   }
-  void TearDown() override {
-    if (fake != nullptr) detail::Runtime::get().set_device_memory_for_testing(nullptr);
-    fake = nullptr;
-    device = nullptr;
-  }
+  // The fake stays installed until the process ends: the world communicator still holds device
+  // scratch it allocated, and frees it only when main() destroys the world after the tests.
+  void TearDown() override {}
 };
 [[maybe_unused]] ::testing::Environment* const kEnvironment =
     ::testing::AddGlobalTestEnvironment(new FakeDeviceEnvironment);
