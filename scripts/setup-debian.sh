@@ -13,6 +13,7 @@ PACKAGES=(
   libspdlog-dev libfmt-dev
   nlohmann-json3-dev  # plans, results and tool output as JSON
   libcli11-dev        # command lines of the tools
+  libucx-dev ucx-utils  # the ucx transport (UCP), and ucx_info for diagnosis
   libibverbs-dev      # the verbs transport (builds without a device; fails cleanly at run time)
   # tests and micro-benchmarks
   libgtest-dev libgmock-dev libbenchmark-dev

@@ -4,6 +4,7 @@
 #include <climits>
 #include <cstdio>
 #include <cstring>
+#include <optional>
 
 #include "bootstrap/auth.hpp"
 #include "bootstrap/store_client.hpp"
@@ -90,11 +91,23 @@ std::shared_ptr<CommunicatorImpl> CommunicatorImpl::create_world(const ResolvedC
     }
     return all;
   };
-  auto router = wire(config.rank, config.world_size, options, gather, deadline);
-  // Leave together: nobody returns while another rank may still need the store (which rank
-  // 0's process serves).
-  if (store.add(prefix + "joined", 1) == config.world_size) store.set(prefix + "ready", "1");
-  store.get(prefix + "ready", deadline);
+  std::unique_ptr<Router> router;
+  std::optional<Error> failure;
+  try {
+    router = wire(config.rank, config.world_size, options, gather, deadline);
+  } catch (const Error& e) {
+    failure = e;  // every rank finished the exchanges: leave together all the same
+  }
+  // Leave together, failed or not: nobody returns while another rank may still need the store
+  // (which rank 0's process serves, and which goes when it exits). After a failure the wait is
+  // short and its own errors are dropped: the failure is what the caller must hear about.
+  try {
+    if (store.add(prefix + "joined", 1) == config.world_size) store.set(prefix + "ready", "1");
+    store.get(prefix + "ready", failure ? Deadline::after(std::chrono::seconds(5)) : deadline);
+  } catch (const Error&) {
+    if (!failure) throw;
+  }
+  if (failure) throw *failure;
 
   Params params;
   params.rank = config.rank;

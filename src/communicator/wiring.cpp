@@ -45,111 +45,137 @@ std::string describe(const std::vector<Route>& routes, int rank, const Locality&
 
 std::unique_ptr<Router> wire(int rank, int size, const TransportOptions& options,
                              const GatherStrings& gather, const Deadline& deadline) {
-  // 1. This rank's transports. A failure here is still reported through the exchange, so that
-  //    the other ranks fail at once instead of waiting for this one.
+  const auto n = static_cast<std::size_t>(size);
+  const auto me = static_cast<std::size_t>(rank);
+  // Failures before the exchanges end are carried through them, so that every rank fails at
+  // once (naming the culprit) instead of waiting for the one that gave up.
+  std::optional<Error> local_error;
+
+  // 1. tcp (the control plane) and this rank's card: where it sits and what it can run.
   PeerCard card;
   std::vector<std::unique_ptr<Transport>> transports(std::size(kAllTransportKinds));
-  std::optional<Error> local_error;
   try {
     card.locality = local_locality();
     card.forced = forced_transport_from_env();
     card.addresses.resize(std::size(kAllTransportKinds));
     for (auto kind : kAllTransportKinds) {
       const bool wanted = kind == TransportKind::kTcp || !card.forced || *card.forced == kind;
-      if (!wanted || !transport_available(kind, nullptr)) continue;
-      auto& t = transports[static_cast<std::size_t>(kind)];
-      t = make_transport(kind, options);
-      card.available.push_back(kind);
-      card.addresses[static_cast<std::size_t>(kind)] = t->listen_address();
+      if (wanted && transport_available(kind, nullptr)) card.available.push_back(kind);
     }
+    auto& tcp = transports[static_cast<std::size_t>(TransportKind::kTcp)];
+    tcp = make_transport(TransportKind::kTcp, options);
+    card.addresses[static_cast<std::size_t>(TransportKind::kTcp)] = tcp->listen_address();
   } catch (const Error& e) {
     local_error = e;
   }
-  nlohmann::json mine = local_error ? nlohmann::json{{"error", local_error->what()}}
-                                    : nlohmann::json::parse(card.encode());
-
-  // 2. Everyone's card.
-  const auto texts = gather(mine.dump());
-  std::vector<std::optional<PeerCard>> cards(static_cast<std::size_t>(size));
-  std::vector<std::string> card_errors(static_cast<std::size_t>(size));
-  for (int i = 0; i < size; ++i) {
-    const auto& text = texts.at(static_cast<std::size_t>(i));
+  const nlohmann::json my_card = local_error ? nlohmann::json{{"error", local_error->what()}}
+                                             : nlohmann::json::parse(card.encode());
+  const auto texts = gather(my_card.dump());
+  std::vector<std::optional<PeerCard>> cards(n);
+  std::vector<std::string> card_errors(n);
+  for (std::size_t i = 0; i < n; ++i) {
     try {
-      const auto j = nlohmann::json::parse(text);
+      const auto j = nlohmann::json::parse(texts.at(i));
       if (j.contains("error")) {
-        card_errors[static_cast<std::size_t>(i)] = j["error"].get<std::string>();
+        card_errors[i] = j["error"].get<std::string>();
       } else {
-        cards[static_cast<std::size_t>(i)] = PeerCard::decode(text, i);
+        cards[i] = PeerCard::decode(texts[i], static_cast<int>(i));
       }
     } catch (const std::exception& e) {
-      card_errors[static_cast<std::size_t>(i)] = e.what();
+      card_errors[i] = e.what();
     }
   }
 
-  // 3. Routes, computed for every peer before anything is thrown, then cross-checked.
-  std::vector<Route> routes(static_cast<std::size_t>(size));
-  std::vector<std::optional<Error>> route_errors(static_cast<std::size_t>(size));
-  std::string row(static_cast<std::size_t>(size), kNoRoute);
-  row[static_cast<std::size_t>(rank)] = kSelf;
-  for (int peer = 0; peer < size && !local_error; ++peer) {
-    if (peer == rank) continue;
-    const auto p = static_cast<std::size_t>(peer);
+  // 2. Routes to every peer, computed before anything is thrown.
+  std::vector<Route> routes(n);
+  std::vector<std::optional<Error>> route_errors(n);
+  std::string row(n, kNoRoute);
+  row[me] = kSelf;
+  for (std::size_t p = 0; p < n && !local_error; ++p) {
+    if (p == me) continue;
     if (!cards[p]) {
       route_errors[p] = Error(HM_ERR_PEER_FAILED, fmt::format("rank {} could not start its "
                                                               "transports: {}",
-                                                              peer, card_errors[p]));
+                                                              p, card_errors[p]));
       continue;
     }
     try {
-      routes[p] = choose_route(card, *cards[p], peer);
+      routes[p] = choose_route(card, *cards[p], static_cast<int>(p));
       row[p] = route_char(routes[p].kind);
     } catch (const Error& e) {
       route_errors[p] = e;
     }
   }
-  const auto rows = gather(row);
+
+  // 3. Only now the transports some route uses: a communicator whose peers are all on this host
+  //    never starts UCX or opens an RDMA device. Their addresses travel with the routes.
+  nlohmann::json second = {{"row", row}, {"addresses", nlohmann::json::object()}};
+  if (!local_error) {
+    try {
+      for (std::size_t p = 0; p < n; ++p) {
+        if (p == me || row[p] == kNoRoute) continue;
+        auto& t = transports[static_cast<std::size_t>(routes[p].kind)];
+        if (!t) t = make_transport(routes[p].kind, options);
+      }
+      for (auto kind : kAllTransportKinds) {
+        if (const auto& t = transports[static_cast<std::size_t>(kind)]) {
+          second["addresses"][transport_name(kind)] = t->listen_address();
+        }
+      }
+    } catch (const Error& e) {
+      local_error = e;
+      second["error"] = e.what();
+    }
+  } else {
+    second["error"] = local_error->what();
+  }
+  const auto replies = gather(second.dump());
   if (local_error) throw *local_error;
-  for (int peer = 0; peer < size; ++peer) {
-    if (peer == rank) continue;
-    const auto p = static_cast<std::size_t>(peer);
-    if (route_errors[p]) throw *route_errors[p];
-    const std::string& theirs = rows.at(p);
-    const char their_choice = theirs.size() == static_cast<std::size_t>(size)
-                                  ? theirs[static_cast<std::size_t>(rank)]
-                                  : kNoRoute;
-    if (their_choice != row[p]) {
-      const auto name = [](char c) {
-        return c >= '0' && c < route_char(TransportKind::kVerbs) + 1
-                   ? std::string(transport_name(static_cast<TransportKind>(c - '0')))
-                   : std::string("no transport");
-      };
-      fail(HM_ERR_MISMATCH,
-           "rank {} chose {} for the link to this rank (rank {}), this rank chose {}: the ranks "
-           "disagree about the link between them",
-           peer, name(their_choice), rank, name(row[p]));
+
+  // 4. Every link agreed on by both ends, and where each peer listens on its route.
+  std::vector<std::vector<std::string>> addresses(std::size(kAllTransportKinds),
+                                                  std::vector<std::string>(n));
+  for (std::size_t p = 0; p < n; ++p) {
+    nlohmann::json reply;
+    try {
+      reply = nlohmann::json::parse(replies.at(p));
+    } catch (const std::exception& e) {
+      fail(HM_ERR_TRANSPORT, "rank {} sent a malformed route reply: {}", p, e.what());
+    }
+    if (p != me) {
+      if (route_errors[p]) throw *route_errors[p];
+      if (reply.contains("error")) {
+        fail(HM_ERR_PEER_FAILED, "rank {} could not start its transports: {}", p,
+             reply["error"].get<std::string>());
+      }
+      const std::string theirs = reply.value("row", "");
+      const char their_choice = theirs.size() == n ? theirs[me] : kNoRoute;
+      if (their_choice != row[p]) {
+        const auto name = [](char c) {
+          return c >= '0' && c <= route_char(TransportKind::kVerbs)
+                     ? std::string(transport_name(static_cast<TransportKind>(c - '0')))
+                     : std::string("no transport");
+        };
+        fail(HM_ERR_MISMATCH,
+             "rank {} chose {} for the link to this rank (rank {}), this rank chose {}: the "
+             "ranks disagree about the link between them",
+             p, name(their_choice), rank, name(row[p]));
+      }
+    }
+    const auto& published = reply.value("addresses", nlohmann::json::object());
+    for (auto kind : kAllTransportKinds) {
+      const auto k = static_cast<std::size_t>(kind);
+      const bool needed = kind == TransportKind::kTcp || (p != me && routes[p].kind == kind) ||
+                          (p == me && transports[k]);
+      if (!needed) continue;
+      const auto it = published.find(transport_name(kind));
+      if (it == published.end() || !it->is_string()) {
+        fail(HM_ERR_TRANSPORT, "rank {} published no {} address", p, transport_name(kind));
+      }
+      addresses[k][p] = it->get<std::string>();
     }
   }
-
-  // 4. Keep the transports some route uses (tcp always), tell each where its peers are.
-  std::vector<std::vector<std::string>> addresses(
-      std::size(kAllTransportKinds), std::vector<std::string>(static_cast<std::size_t>(size)));
-  std::vector<bool> used(std::size(kAllTransportKinds), false);
-  used[static_cast<std::size_t>(TransportKind::kTcp)] = true;
-  for (int peer = 0; peer < size; ++peer) {
-    const auto p = static_cast<std::size_t>(peer);
-    const PeerCard& c = peer == rank ? card : *cards[p];
-    addresses[static_cast<std::size_t>(TransportKind::kTcp)][p] = c.address(TransportKind::kTcp);
-    if (peer == rank) continue;
-    const auto k = static_cast<std::size_t>(routes[p].kind);
-    used[k] = true;
-    addresses[k][p] = c.address(routes[p].kind);
-  }
-  for (std::size_t k = 0; k < transports.size(); ++k) {
-    if (!used[k]) transports[k].reset();
-    // A transport keeps its own address for the peers it serves.
-    if (transports[k]) addresses[k][static_cast<std::size_t>(rank)] = card.addresses[k];
-  }
-  routes[static_cast<std::size_t>(rank)] = {TransportKind::kTcp, "this rank"};
+  routes[me] = {TransportKind::kTcp, "this rank"};
   HM_LOG_INFO("{}", describe(routes, rank, card.locality));
   auto router = std::make_unique<Router>(rank, std::move(transports), routes, addresses);
   if (size <= kEagerConnectMaxRanks) {

@@ -106,8 +106,10 @@ void Matcher::account(const Key& key, const CompletionPtr& request, std::size_t 
   if (it == posted_.end() || it->second.request != request) return;
   it->second.received += bytes;
   if (it->second.received == it->second.size) {
+    // `request` may refer to the entry itself: keep the completion alive past the erase.
+    const CompletionPtr done = it->second.request;
     posted_.erase(it);
-    request->complete();
+    done->complete();
   }
 }
 

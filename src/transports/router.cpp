@@ -64,8 +64,10 @@ CompletionPtr Router::irecv(int peer, std::uint64_t tag, std::uint32_t signature
 }
 
 void Router::shutdown(hm_status_t status, const std::string& why, bool wait) {
-  for (const auto& t : transports_) {
-    if (t) t->shutdown(status, why, wait);
+  // Data transports first: their goodbyes should reach peers before the control plane closes,
+  // or peers read the tcp close as a failure.
+  for (std::size_t k = transports_.size(); k-- > 0;) {
+    if (transports_[k]) transports_[k]->shutdown(status, why, wait);
   }
 }
 

@@ -214,7 +214,8 @@ TEST(BarrierTest, NobodyLeavesEarly) {
   std::this_thread::sleep_for(std::chrono::milliseconds(40 * r));  // the last rank enters last
   comm.barrier();
   const auto waited = std::chrono::steady_clock::now() - start;
-  EXPECT_GE(waited, std::chrono::milliseconds(40 * (n - 1)));
+  // Ranks leave the first barrier a little apart, so allow that skew.
+  EXPECT_GE(waited, std::chrono::milliseconds(40 * (n - 1) - 10));
 }
 
 TEST(BarrierTest, ManyInARow) {

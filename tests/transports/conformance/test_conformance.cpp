@@ -215,12 +215,15 @@ TEST_P(Conformance, SizeAndSignatureMismatches) {
   const auto data = pattern(1000, 1);
   std::vector<std::byte> small(999);
   auto r1 = g[1].irecv(0, 1, 4, small);
-  g[0].isend(1, 1, 4, data);
+  auto s1 = g[0].isend(1, 1, 4, data);
   expect_done(r1, HM_ERR_MISMATCH);
   std::vector<std::byte> same(1000);
   auto r2 = g[1].irecv(0, 2, 0xAAAA, same);
-  g[0].isend(1, 2, 0xBBBB, data);
+  auto s2 = g[0].isend(1, 2, 0xBBBB, data);
   expect_done(r2, HM_ERR_MISMATCH);
+  // The sends end too (their data left this rank); `data` must outlive them.
+  EXPECT_TRUE(s1->wait_until(Deadline::after(30s)));
+  EXPECT_TRUE(s2->wait_until(Deadline::after(30s)));
   EXPECT_NE(r2->message().find("rank 0"), std::string::npos) << r2->message();
 }
 
@@ -271,8 +274,9 @@ TEST_P(Conformance, FailPeerEndsItsTraffic) {
   EXPECT_EQ(from0->message(), "rank 0 died (control plane)");
   // Traffic with other peers continues.
   const auto data = pattern(64, 3);
-  g[1].isend(2, 1, 1, data);
+  auto sent = g[1].isend(2, 1, 1, data);
   expect_done(from1);
+  expect_done(sent);
   EXPECT_TRUE(other == data);
   auto later = g[2].isend(0, 9, 1, data);
   expect_done(later, HM_ERR_PEER_FAILED, 5s);
@@ -298,8 +302,9 @@ TEST_P(Conformance, ManyLifetimes) {
     const auto data = pattern(10000, static_cast<unsigned>(round));
     std::vector<std::byte> got(10000);
     auto r = g[2].irecv(round % 2, 1, 1, got);
-    g[round % 2].isend(2, 1, 1, data);
+    auto s = g[round % 2].isend(2, 1, 1, data);
     expect_done(r);
+    expect_done(s);
     ASSERT_TRUE(got == data) << "round " << round;
   }
 }
