@@ -1,0 +1,51 @@
+#include "transports/shm/doorbell.hpp"
+
+#include <linux/futex.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <climits>
+
+namespace holmes::shm {
+namespace {
+
+long futex(std::uint32_t* word, int op, std::uint32_t value, const timespec* timeout) {
+  return syscall(SYS_futex, word, op, value, timeout, nullptr, 0);
+}
+
+}  // namespace
+
+void ring_doorbell(SegmentHeader& header) {
+  // seq_cst on both sides (this bump then the `sleeping` load; the sleeper's `sleeping` store then
+  // its doorbell load) orders them in one total order: either the sleeper sees the bump and does
+  // not sleep, or this side sees `sleeping` and wakes it.
+  std::atomic_ref<std::uint32_t>(header.doorbell).fetch_add(1, std::memory_order_seq_cst);
+  if (std::atomic_ref<std::uint32_t>(header.sleeping).load(std::memory_order_seq_cst) != 0) {
+    futex(&header.doorbell, FUTEX_WAKE, INT_MAX, nullptr);
+  }
+}
+
+std::uint32_t doorbell_value(SegmentHeader& header) {
+  return std::atomic_ref<std::uint32_t>(header.doorbell).load(std::memory_order_acquire);
+}
+
+void sleep_on_doorbell(SegmentHeader& header, std::uint32_t seen,
+                       std::chrono::nanoseconds timeout) {
+  if (timeout.count() <= 0) return;
+  std::atomic_ref<std::uint32_t> sleeping(header.sleeping);
+  sleeping.store(1, std::memory_order_seq_cst);
+  if (std::atomic_ref<std::uint32_t>(header.doorbell).load(std::memory_order_seq_cst) == seen) {
+    const auto seconds = std::chrono::duration_cast<std::chrono::seconds>(timeout);
+    timespec relative{};
+    relative.tv_sec = static_cast<time_t>(seconds.count());
+    relative.tv_nsec = static_cast<long>((timeout - seconds).count());
+    // Returns at once with EAGAIN when the word has moved in between; EINTR and ETIMEDOUT are
+    // ordinary: the progress loop looks for work either way.
+    futex(&header.doorbell, FUTEX_WAIT, seen, &relative);
+  }
+  sleeping.store(0, std::memory_order_relaxed);
+}
+
+}  // namespace holmes::shm

@@ -1,0 +1,28 @@
+// The doorbell: how anyone wakes a segment owner's progress thread.
+//
+// The owner sleeps on one futex word in its own segment (shared, not FUTEX_PRIVATE, so other
+// processes can wake it). Whoever has news for it - a peer that wrote records into its ring or
+// freed space in a ring it writes, the owner's own caller threads with new requests - bumps the
+// word and, only when the owner says it sleeps, makes the wake system call. The owner reads the
+// word before looking for work and sleeps only if it has not moved since, so a bump can never
+// be lost between "nothing to do" and "asleep".
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+
+#include "transports/shm/layout.hpp"
+
+namespace holmes::shm {
+
+// Wakes the owner of `header` (any process, any thread).
+void ring_doorbell(SegmentHeader& header);
+
+// The owner only: the value to hand to sleep_on_doorbell, read before looking for work.
+std::uint32_t doorbell_value(SegmentHeader& header);
+
+// The owner only: sleeps until the doorbell has moved past `seen`, or `timeout` has passed, or a
+// signal arrives (the caller loops anyway).
+void sleep_on_doorbell(SegmentHeader& header, std::uint32_t seen, std::chrono::nanoseconds timeout);
+
+}  // namespace holmes::shm

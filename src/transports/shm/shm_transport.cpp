@@ -1,0 +1,1344 @@
+#include "transports/shm/shm_transport.hpp"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <deque>
+#include <future>
+#include <map>
+#include <mutex>
+#include <new>
+#include <optional>
+#include <string_view>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "bootstrap/auth.hpp"
+#include "core/clock.hpp"
+#include "core/env.hpp"
+#include "core/log.hpp"
+#include "core/status.hpp"
+#include "transports/matcher.hpp"
+#include "transports/shm/cma.hpp"
+#include "transports/shm/doorbell.hpp"
+#include "transports/shm/layout.hpp"
+#include "transports/shm/ring.hpp"
+#include "transports/shm/segment.hpp"
+
+namespace holmes::shm {
+namespace {
+
+using namespace std::chrono_literals;
+
+// While requests are pending, peers' processes are looked for this often.
+constexpr auto kLivenessPeriod = 500ms;
+// An idle endpoint still wakes this often (every wait has a bound).
+constexpr auto kIdleWait = 2s;
+// A sender waiting for ring space is woken by the receiver; this only bounds the wait should a
+// wakeup be lost to a receiver that has not mapped this endpoint yet.
+constexpr auto kSpaceWait = 100ms;
+// Longest pause between two looks at a peer segment that is not ready yet.
+constexpr auto kMaxAttachBackoff = 20ms;
+// Work one peer gets per pass of the progress loop before the others get theirs.
+constexpr std::uint64_t kPassBytes = 4u << 20;
+// process_vm_readv is done in pieces of this size, so one huge message does not hold up the
+// other peers' traffic.
+constexpr std::uint64_t kPullBytes = 4u << 20;
+
+std::uint64_t floor_power_of_two(std::uint64_t v) {
+  std::uint64_t p = 1;
+  while (p * 2 <= v) p *= 2;
+  return p;
+}
+
+// Whether process `pid` has ended: gone, or a zombie its parent has not reaped yet (kill() still
+// succeeds on those).
+bool process_ended(pid_t pid) {
+  if (kill(pid, 0) != 0) return errno == ESRCH;
+  std::FILE* f = std::fopen(fmt::format("/proc/{}/stat", pid).c_str(), "r");
+  if (f == nullptr) return false;
+  char line[512] = {};
+  const std::size_t n = std::fread(line, 1, sizeof(line) - 1, f);
+  std::fclose(f);
+  // "pid (comm) S ...": the state follows the last ')' (comm may contain anything).
+  const std::string_view text(line, n);
+  const auto close = text.rfind(')');
+  if (close == std::string_view::npos || close + 2 >= text.size()) return false;
+  const char state = text[close + 2];
+  return state == 'Z' || state == 'X';
+}
+
+std::string mib(std::uint64_t bytes) {
+  return bytes % (1u << 20) == 0 ? fmt::format("{} MiB", bytes >> 20)
+                                 : fmt::format("{} KiB", bytes >> 10);
+}
+
+// One isend.
+struct SendOp {
+  CompletionPtr request;
+  std::uint64_t tag = 0;
+  std::uint32_t signature = 0;
+  std::span<const std::byte> data;
+  std::uint64_t sent = 0;    // bytes already in the ring
+  std::uint64_t cookie = 0;  // set when it went as an RTS record
+};
+
+// A record read from a peer's ring whose space is not freed yet: a fragment waiting in the ring
+// for its receive to be posted (so that it is copied once, into the receive buffer), or one that
+// is done but behind a waiting one (space is freed in ring order).
+struct Held {
+  std::uint64_t end = 0;    // ring position after it
+  std::uint64_t bytes = 0;  // ring space it takes
+  RecordHeader header;
+  std::span<const std::byte> payload;
+  bool done = false;
+};
+
+// An RTS message waiting for its receive to be posted.
+struct Parked {
+  FragmentHeader header;  // offset 0, length == total
+  std::uint64_t address = 0;
+  std::uint64_t cookie = 0;
+  Clock::time_point since;
+};
+
+// An RTS message being copied from the producer's memory.
+struct Pull {
+  FragmentHeader header;  // offset 0, length == total
+  Matcher::Landing landing;
+  std::uint64_t address = 0;
+  std::uint64_t cookie = 0;
+  std::uint64_t done = 0;
+};
+
+struct Peer {
+  std::string address;
+  bool served = false;
+  hm_status_t failure = HM_SUCCESS;
+  std::string failure_message;
+
+  // Sending: the peer's segment and this rank's ring in it.
+  std::unique_ptr<PeerSegment> segment;
+  std::optional<RingWriter> writer;
+  bool attach_wanted = false;
+  Clock::time_point attach_deadline;
+  Clock::time_point next_attach_try;
+  std::chrono::milliseconds attach_backoff{1};
+  std::deque<SendOp> sends;                  // not yet (wholly) in the ring, in order
+  std::map<std::uint64_t, SendOp> awaiting;  // RTS written, waiting for the peer to read them
+  std::uint64_t next_cookie = 1;
+  bool waiting_for_space = false;
+  bool owe_wakeup = false;  // freed its ring space before this rank could ring it
+
+  // Receiving: its ring in this rank's segment, once its attach is verified.
+  std::optional<RingReader> reader;
+  std::deque<Held> held;         // records read and not yet freed, in ring order
+  std::uint64_t held_base = 0;   // sequence number of held.front()
+  std::uint64_t held_bytes = 0;  // ring bytes of the records waiting for a receive
+  std::unordered_map<std::uint64_t, std::vector<std::uint64_t>> held_by_tag;  // sequence numbers
+  pid_t pid = 0;
+  bool pid_checkable = false;
+  bool cma_from = false;  // its large messages come as RTS records
+  std::uint64_t rts_seen = 0;
+  std::unordered_map<std::uint64_t, CompletionPtr> posted;  // receives waiting, by tag
+  std::unordered_map<std::uint64_t, Parked> parked;         // RTS waiting for a receive, by tag
+  std::deque<Pull> pulls;                                   // RTS being read, in order
+  // Set when it was found gone (its process ended, its segment vanished, the router says so):
+  // its traffic fails with this once what it wrote before is read.
+  std::string ending;
+  hm_status_t ending_status = HM_ERR_PEER_FAILED;
+  bool ending_logged = true;
+};
+
+struct Command {
+  enum class Kind { kSend, kRecv, kConnect, kFailPeer, kShutdown };
+  Kind kind = Kind::kSend;
+  int peer = -1;
+  std::uint64_t tag = 0;
+  std::uint32_t signature = 0;
+  std::span<const std::byte> send_data;
+  std::span<std::byte> recv_data;
+  CompletionPtr request;
+  hm_status_t status = HM_SUCCESS;
+  std::string message;
+  std::shared_ptr<std::promise<void>> done;
+};
+
+class ShmTransport final : public Transport {
+ public:
+  ShmTransport(const TransportOptions& options, const ShmTuning& tuning);
+  ~ShmTransport() override;
+
+  const char* name() const override { return "shm"; }
+  std::string listen_address() const override { return own_.name(); }
+  void set_peers(int rank, std::vector<std::string> addresses) override;
+  CompletionPtr connect_all() override;
+  CompletionPtr isend(int peer, std::uint64_t tag, std::uint32_t signature,
+                      std::span<const std::byte> data) override;
+  CompletionPtr irecv(int peer, std::uint64_t tag, std::uint32_t signature,
+                      std::span<std::byte> data) override;
+  void shutdown(hm_status_t status, const std::string& why, bool wait) override;
+  LinkProperties link(int peer) const override;
+  void fail_peer(int peer, hm_status_t status, const std::string& message) override;
+  void set_peer_failure_listener(PeerFailureListener listener) override {
+    failure_listener_ = std::move(listener);
+  }
+
+ private:
+  // Hands a command to the progress thread; false (and nothing queued) once it has stopped.
+  bool submit(Command command);
+  void wake() { ring_doorbell(own_.header()); }
+
+  // Everything below runs on the progress thread only.
+  void run();
+  bool take_commands();
+  void handle(Command& command);
+  void want_attach(int peer);
+  bool attach_peers(Clock::time_point now);
+  void attach(int peer, std::unique_ptr<PeerSegment> segment);
+  bool read_rings();
+  bool read_ring(int peer);
+  bool verify_producer(int peer);
+  // Handles one record; false when it failed the peer. `keep` says whether a fragment whose
+  // receive is not posted may stay in the ring.
+  bool on_record(int peer, const RingReader::Record& record, bool& keep);
+  bool deliver(int peer, const RecordHeader& header, std::span<const std::byte> payload);
+  // Delivers the fragments of `tag` waiting in the ring (its receive was just posted).
+  void deliver_held(int peer, std::uint64_t tag);
+  // Moves the oldest waiting fragments out of the ring into the matcher until at most `limit`
+  // bytes of the ring are held back from the producer (or none wait any more).
+  void evict_held(int peer, std::uint64_t limit);
+  // Frees the ring up to the first record still waiting.
+  void release_done(int peer);
+  // Starts reading a parked message into its posted receive, or into a temporary; false when
+  // that failed the peer.
+  bool start_pull(int peer, const Parked& parked);
+  bool expire_parked(Clock::time_point now);
+  bool continue_pulls();
+  void acknowledge_rts(int peer, std::uint64_t cookie);
+  // Completes the sends to `peer` whose RTS messages it has read.
+  bool complete_acknowledged(Peer& p);
+  bool write_rings();
+  bool write_ring(int peer);
+  void check_liveness(Clock::time_point now);
+  void check_connected();
+  void maybe_unlink();
+  void peer_gone(int peer, hm_status_t status, const std::string& message, bool log);
+  // peer_gone once the ring from `peer` is drained: messages it wrote before are still delivered.
+  void end_after_drain(int peer, hm_status_t status, std::string message, bool log);
+  void do_shutdown(hm_status_t status, const std::string& why);
+  std::chrono::nanoseconds sleep_bound(Clock::time_point now) const;
+  std::string peer_name(int peer) const;
+
+  TransportOptions options_;
+  ShmTuning tuning_;
+  Proofs proofs_;
+  OwnSegment own_;
+  // A word of this process's memory a consumer reads to test cross-memory attach.
+  std::uint64_t cma_probe_ = 0;
+
+  mutable std::mutex addresses_mutex_;  // addresses_ is also read by link() on other threads
+  std::vector<std::string> addresses_;
+  std::atomic<int> rank_{-1};
+  std::atomic<int> size_{0};  // 0 until set_peers
+
+  // Callers -> progress thread.
+  std::mutex mutex_;
+  std::vector<Command> commands_;
+  bool accepting_ = true;  // false once the progress thread has stopped (or never will start)
+  hm_status_t final_status_ = HM_ERR_ABORTED;
+  std::string final_why_ = "the shm transport was shut down";
+  std::thread thread_;
+
+  // Progress thread state.
+  std::vector<Peer> peers_;
+  Matcher matcher_{[this](int peer) { return peer_name(peer); }};
+  std::vector<CompletionPtr> connect_waiters_;
+  PeerFailureListener failure_listener_;
+  int served_ = 0;
+  int verified_ = 0;  // served peers whose attach to this segment was verified
+  Clock::time_point next_liveness_{};
+  bool closed_ = false;
+};
+
+ShmTransport::ShmTransport(const TransportOptions& options, const ShmTuning& tuning)
+    : options_(options), tuning_(tuning), own_(options.context) {
+  proofs_.token = options_.token;
+  proofs_.context = options_.context;
+  const auto nonce = auth::random_nonce();
+  std::memcpy(&cma_probe_, nonce.data(), sizeof(cma_probe_));
+  cma_probe_ |= 1;  // never 0, which an unset word would read as
+}
+
+ShmTransport::~ShmTransport() {
+  shutdown(HM_ERR_ABORTED, "the communicator was destroyed", true);
+  if (thread_.joinable()) thread_.join();
+}
+
+void ShmTransport::set_peers(int rank, std::vector<std::string> addresses) {
+  const auto size = static_cast<int>(addresses.size());
+  require(rank >= 0 && rank < size, "shm: rank {} outside [0, {})", rank, size);
+  require(size <= static_cast<int>(kMaxRings), "shm: {} ranks, at most {} supported", size,
+          kMaxRings);
+  require(size_.load() == 0, "shm: peers were already set");
+  std::vector<bool> serve(addresses.size(), false);
+  int served = 0;
+  for (int p = 0; p < size; ++p) {
+    serve[static_cast<std::size_t>(p)] =
+        p != rank && !addresses[static_cast<std::size_t>(p)].empty();
+    served += serve[static_cast<std::size_t>(p)] ? 1 : 0;
+  }
+  // Rings shrink for large communicators so the whole segment stays within the budget.
+  std::uint64_t ring = tuning_.ring_bytes;
+  while (ring > kMinRingBytes &&
+         static_cast<std::uint64_t>(served) * (ring + kRingControlBytes) > tuning_.segment_budget) {
+    ring /= 2;
+  }
+  own_.set_layout(rank, static_cast<std::uint32_t>(size), ring, serve, proofs_);
+
+  peers_.resize(addresses.size());
+  for (int p = 0; p < size; ++p) {
+    peers_[static_cast<std::size_t>(p)].address = addresses[static_cast<std::size_t>(p)];
+    peers_[static_cast<std::size_t>(p)].served = serve[static_cast<std::size_t>(p)];
+  }
+  served_ = served;
+  {
+    std::lock_guard lock(addresses_mutex_);
+    addresses_ = std::move(addresses);
+  }
+  rank_ = rank;
+  std::lock_guard lock(mutex_);
+  if (!accepting_) return;  // shut down before it started
+  size_.store(size);
+  thread_ = std::thread([this] { run(); });
+}
+
+bool ShmTransport::submit(Command command) {
+  {
+    std::lock_guard lock(mutex_);
+    if (!accepting_ || !thread_.joinable()) return false;
+    commands_.push_back(std::move(command));
+  }
+  wake();
+  return true;
+}
+
+CompletionPtr ShmTransport::connect_all() {
+  auto done = std::make_shared<Completion>();
+  Command c;
+  c.kind = Command::Kind::kConnect;
+  c.request = done;
+  if (!submit(std::move(c))) {
+    std::lock_guard lock(mutex_);
+    done->complete(final_status_, final_why_);
+  }
+  return done;
+}
+
+CompletionPtr ShmTransport::isend(int peer, std::uint64_t tag, std::uint32_t signature,
+                                  std::span<const std::byte> data) {
+  require(peer >= 0 && peer < size_.load() && peer != rank_.load(), "shm: cannot send to rank {}",
+          peer);
+  auto request = std::make_shared<Completion>();
+  Command c;
+  c.kind = Command::Kind::kSend;
+  c.peer = peer;
+  c.tag = tag;
+  c.signature = signature;
+  c.send_data = data;
+  c.request = request;
+  if (!submit(std::move(c))) {
+    std::lock_guard lock(mutex_);
+    request->complete(final_status_, final_why_);
+  }
+  return request;
+}
+
+CompletionPtr ShmTransport::irecv(int peer, std::uint64_t tag, std::uint32_t signature,
+                                  std::span<std::byte> data) {
+  require(peer >= 0 && peer < size_.load() && peer != rank_.load(),
+          "shm: cannot receive from rank {}", peer);
+  auto request = std::make_shared<Completion>();
+  Command c;
+  c.kind = Command::Kind::kRecv;
+  c.peer = peer;
+  c.tag = tag;
+  c.signature = signature;
+  c.recv_data = data;
+  c.request = request;
+  if (!submit(std::move(c))) {
+    std::lock_guard lock(mutex_);
+    request->complete(final_status_, final_why_);
+  }
+  return request;
+}
+
+void ShmTransport::fail_peer(int peer, hm_status_t status, const std::string& message) {
+  Command c;
+  c.kind = Command::Kind::kFailPeer;
+  c.peer = peer;
+  c.status = status;
+  c.message = message;
+  submit(std::move(c));
+}
+
+void ShmTransport::shutdown(hm_status_t status, const std::string& why, bool wait) {
+  auto done = std::make_shared<std::promise<void>>();
+  auto finished = done->get_future();
+  Command c;
+  c.kind = Command::Kind::kShutdown;
+  c.status = status;
+  c.message = why;
+  c.done = done;
+  if (!submit(std::move(c))) {
+    // Never started (no set_peers yet) or already stopped: nothing can touch a buffer.
+    std::lock_guard lock(mutex_);
+    if (accepting_) {
+      accepting_ = false;
+      final_status_ = status;
+      final_why_ = why;
+      store_release(own_.header().closed, 1u);
+      own_.unlink();
+    }
+    return;
+  }
+  if (wait && std::this_thread::get_id() != thread_.get_id()) {
+    // The progress thread never blocks for long (its copies are bounded per pass), so this is
+    // quick; the bound only guards against a wedged thread.
+    finished.wait_for(30s);
+  }
+}
+
+LinkProperties ShmTransport::link(int peer) const {
+  std::lock_guard lock(addresses_mutex_);
+  const std::string where =
+      peer >= 0 && static_cast<std::size_t>(peer) < addresses_.size() ? addresses_[peer] : "?";
+  const auto ring = own_.ring_bytes();
+  return {"shm",
+          fmt::format("shm {} ring {}{}", where, mib(ring),
+                      tuning_.cma ? fmt::format(", cma from {}", mib(tuning_.cma_min_bytes))
+                                  : std::string()),
+          0, 0};
+}
+
+std::string ShmTransport::peer_name(int peer) const {
+  std::lock_guard lock(addresses_mutex_);
+  const std::string where =
+      peer >= 0 && static_cast<std::size_t>(peer) < addresses_.size() ? addresses_[peer] : "?";
+  return fmt::format("rank {} (shm {})", peer, where);
+}
+
+// ---------------------------------------------------------------------------------------------
+// The progress loop
+// ---------------------------------------------------------------------------------------------
+
+void ShmTransport::run() {
+  next_liveness_ = Clock::now() + kLivenessPeriod;
+  while (!closed_) {
+    // Read the doorbell before looking for work: anything that arrives after this moves it.
+    const std::uint32_t seen = doorbell_value(own_.header());
+    bool busy = take_commands();
+    if (closed_) break;
+    try {
+      const auto now = Clock::now();
+      busy |= attach_peers(now);
+      busy |= read_rings();
+      busy |= expire_parked(now);
+      busy |= continue_pulls();
+      busy |= write_rings();
+      check_liveness(now);
+      maybe_unlink();
+    } catch (const std::exception& e) {
+      // Nothing here throws by design; should memory run out, fail everything cleanly rather
+      // than terminate the process from this thread.
+      const bool memory = dynamic_cast<const std::bad_alloc*>(&e) != nullptr;
+      const auto why = fmt::format("shm: the progress thread failed: {}", e.what());
+      HM_LOG_ERROR("shm rank {}: {}", rank_.load(), why);
+      do_shutdown(memory ? HM_ERR_OUT_OF_MEMORY : HM_ERR_INTERNAL, why);
+      break;
+    }
+    if (!busy && !closed_) sleep_on_doorbell(own_.header(), seen, sleep_bound(Clock::now()));
+  }
+  // Stopped: whatever is queued now, or arrives later, fails at once.
+  std::vector<Command> left;
+  {
+    std::lock_guard lock(mutex_);
+    accepting_ = false;
+    left.swap(commands_);
+  }
+  for (auto& c : left) {
+    if (c.request) c.request->complete(final_status_, final_why_);
+    if (c.done) c.done->set_value();
+  }
+}
+
+std::chrono::nanoseconds ShmTransport::sleep_bound(Clock::time_point now) const {
+  Clock::time_point until = now + kIdleWait;
+  bool pending = false;
+  for (const auto& p : peers_) {
+    if (p.attach_wanted && !p.segment && p.failure == HM_SUCCESS) {
+      until = std::min(until, p.next_attach_try);
+    }
+    if (p.waiting_for_space) until = std::min(until, now + kSpaceWait);
+    for (const auto& [tag, parked] : p.parked) {
+      until = std::min(until, parked.since + tuning_.park_grace);
+    }
+    pending = pending || !p.posted.empty() || !p.sends.empty() || !p.awaiting.empty() ||
+              !p.pulls.empty() || !p.parked.empty();
+  }
+  if (pending) until = std::min(until, next_liveness_);
+  return std::max<std::chrono::nanoseconds>(until - now, 0ns);
+}
+
+bool ShmTransport::take_commands() {
+  std::vector<Command> batch;
+  {
+    std::lock_guard lock(mutex_);
+    batch.swap(commands_);
+  }
+  for (auto& c : batch) {
+    if (closed_) {
+      if (c.request) c.request->complete(final_status_, final_why_);
+      if (c.done) c.done->set_value();
+      continue;
+    }
+    try {
+      handle(c);
+    } catch (const std::exception& e) {  // out of memory in the matcher: fail this request only
+      if (c.request) c.request->complete(HM_ERR_OUT_OF_MEMORY, fmt::format("shm: {}", e.what()));
+      if (c.done) c.done->set_value();
+    }
+  }
+  return !batch.empty();
+}
+
+void ShmTransport::handle(Command& c) {
+  switch (c.kind) {
+    case Command::Kind::kSend: {
+      auto& p = peers_[static_cast<std::size_t>(c.peer)];
+      if (!p.served) {
+        c.request->complete(HM_ERR_INVALID_ARGUMENT,
+                            fmt::format("shm: rank {} is not reached through shm", c.peer));
+      } else if (p.failure != HM_SUCCESS) {
+        c.request->complete(p.failure, p.failure_message);
+      } else {
+        p.sends.push_back(SendOp{c.request, c.tag, c.signature, c.send_data});
+        want_attach(c.peer);
+      }
+      break;
+    }
+    case Command::Kind::kRecv: {
+      auto& p = peers_[static_cast<std::size_t>(c.peer)];
+      if (!p.served) {
+        c.request->complete(HM_ERR_INVALID_ARGUMENT,
+                            fmt::format("shm: rank {} is not reached through shm", c.peer));
+        break;
+      }
+      if (matcher_.post(c.peer, c.tag, c.signature, c.recv_data, c.request)) break;
+      if (p.failure != HM_SUCCESS) {
+        matcher_.fail_posted(c.peer, c.tag, p.failure, p.failure_message);
+        break;
+      }
+      p.posted[c.tag] = c.request;
+      // Mapping the sender's segment lets this rank see it close even if it never writes
+      // (and is needed anyway to wake it when its ring has room again).
+      want_attach(c.peer);
+      deliver_held(c.peer, c.tag);
+      if (auto it = p.parked.find(c.tag); it != p.parked.end()) {
+        const Parked parked = it->second;
+        p.parked.erase(it);
+        start_pull(c.peer, parked);
+      }
+      break;
+    }
+    case Command::Kind::kConnect:
+      connect_waiters_.push_back(c.request);
+      for (std::size_t p = 0; p < peers_.size(); ++p) {
+        if (peers_[p].served) want_attach(static_cast<int>(p));
+      }
+      check_connected();
+      break;
+    case Command::Kind::kFailPeer:
+      // The router calls this when the tcp control plane closes, which races with data the peer
+      // wrote into its ring just before it finished: deliver that first. (The caller logs.)
+      if (c.peer >= 0 && static_cast<std::size_t>(c.peer) < peers_.size() &&
+          peers_[static_cast<std::size_t>(c.peer)].served) {
+        end_after_drain(c.peer, c.status, c.message, false);
+      }
+      break;
+    case Command::Kind::kShutdown:
+      do_shutdown(c.status, c.message);
+      c.done->set_value();
+      break;
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Attaching to peers' segments
+// ---------------------------------------------------------------------------------------------
+
+void ShmTransport::want_attach(int peer) {
+  auto& p = peers_[static_cast<std::size_t>(peer)];
+  if (p.attach_wanted || p.segment || p.failure != HM_SUCCESS || !p.ending.empty()) return;
+  p.attach_wanted = true;
+  const auto now = Clock::now();
+  p.attach_deadline = now + options_.connect_timeout;
+  p.next_attach_try = now;
+}
+
+bool ShmTransport::attach_peers(Clock::time_point now) {
+  bool busy = false;
+  const PeerSegment::Expect base{-1, static_cast<std::uint32_t>(peers_.size()),
+                                 context_hash(options_.context)};
+  for (std::size_t i = 0; i < peers_.size(); ++i) {
+    auto& p = peers_[i];
+    if (!p.attach_wanted || p.segment || p.failure != HM_SUCCESS || now < p.next_attach_try) {
+      continue;
+    }
+    const int peer = static_cast<int>(i);
+    std::unique_ptr<PeerSegment> segment;
+    try {
+      auto expect = base;
+      expect.owner_rank = peer;
+      segment = PeerSegment::open(p.address, expect, proofs_);
+    } catch (const Error& e) {
+      const auto message = fmt::format("shm: cannot reach rank {}: {}", peer, e.what());
+      if (e.status() == HM_ERR_PEER_FAILED) {
+        // Its segment is gone: it closed or died, maybe after writing to this rank. Read that
+        // first, then fail the rest.
+        end_after_drain(peer, e.status(), message, true);
+        busy = true;
+      } else {
+        peer_gone(peer, e.status(), message, true);
+      }
+      continue;
+    }
+    if (!segment) {  // its owner has not published its layout yet
+      if (now >= p.attach_deadline) {
+        peer_gone(peer, HM_ERR_TIMEOUT,
+                  fmt::format("shm: {} did not set up its segment within {} ms", peer_name(peer),
+                              options_.connect_timeout.count()),
+                  true);
+        continue;
+      }
+      p.next_attach_try = now + p.attach_backoff;
+      p.attach_backoff =
+          std::min<std::chrono::milliseconds>(p.attach_backoff * 2, kMaxAttachBackoff);
+      continue;
+    }
+    attach(peer, std::move(segment));
+    busy = true;
+  }
+  return busy;
+}
+
+void ShmTransport::attach(int peer, std::unique_ptr<PeerSegment> segment) {
+  auto& p = peers_[static_cast<std::size_t>(peer)];
+  const int rank = rank_.load();
+  RingControl& control = segment->control(rank);
+  if (load_acquire(control.attached) != 0) {
+    peer_gone(peer, HM_ERR_TRANSPORT,
+              fmt::format("shm: the ring for rank {} in {}'s segment {} is already taken: two "
+                          "endpoints claim rank {}",
+                          rank, peer_name(peer), segment->name(), rank),
+              true);
+    return;
+  }
+  control.producer_pid = getpid();
+  control.producer_pid_namespace = pid_namespace_id();
+  const auto nonce = auth::random_nonce();
+  std::memcpy(control.producer_nonce, nonce.data(), kNonceBytes);
+  control.cma_probe_address = reinterpret_cast<std::uintptr_t>(&cma_probe_);
+  control.cma_probe_value = cma_probe_;
+  proofs_.producer_mac(segment->header(), control, rank, peer, control.producer_mac);
+  store_release(control.attached, 1u);
+  p.writer.emplace(control, segment->ring_data(rank), segment->ring_bytes());
+  if (p.pid == 0 && segment->same_pid_namespace()) {
+    p.pid = segment->owner_pid();
+    p.pid_checkable = true;
+  }
+  p.segment = std::move(segment);
+  p.attach_wanted = false;
+  ring_doorbell(p.segment->header());
+  if (p.owe_wakeup) {
+    p.owe_wakeup = false;
+    ring_doorbell(p.segment->header());
+  }
+  check_connected();
+}
+
+void ShmTransport::check_connected() {
+  if (connect_waiters_.empty()) return;
+  for (const auto& p : peers_) {
+    if (!p.served) continue;
+    if (p.failure != HM_SUCCESS) {
+      for (auto& w : connect_waiters_) w->complete(p.failure, p.failure_message);
+      connect_waiters_.clear();
+      return;
+    }
+    if (!p.segment) return;
+  }
+  for (auto& w : connect_waiters_) w->complete();
+  connect_waiters_.clear();
+}
+
+void ShmTransport::maybe_unlink() {
+  // Every sender has mapped the segment: the name has done its job, and removing it now means a
+  // crash later leaves nothing behind in /dev/shm.
+  if (own_.linked() && verified_ == served_) own_.unlink();
+}
+
+// ---------------------------------------------------------------------------------------------
+// Receiving
+// ---------------------------------------------------------------------------------------------
+
+bool ShmTransport::read_rings() {
+  bool busy = false;
+  for (std::size_t i = 0; i < peers_.size(); ++i) {
+    if (peers_[i].served && peers_[i].failure == HM_SUCCESS) {
+      busy |= read_ring(static_cast<int>(i));
+    }
+  }
+  return busy;
+}
+
+bool ShmTransport::verify_producer(int peer) {
+  auto& p = peers_[static_cast<std::size_t>(peer)];
+  const int rank = rank_.load();
+  RingControl& control = own_.control(peer);
+  std::uint8_t expected[kMacBytes];
+  proofs_.producer_mac(own_.header(), control, peer, rank, expected);
+  auth::Mac ours{};
+  auth::Mac theirs{};
+  std::memcpy(ours.data(), expected, kMacBytes);
+  std::memcpy(theirs.data(), control.producer_mac, kMacBytes);
+  if (!auth::macs_equal(ours, theirs)) {
+    peer_gone(peer, HM_ERR_AUTH,
+              fmt::format("shm: the ring of rank {} in this rank's segment {} carries no valid "
+                          "proof of the job token (HOLMES_TOKEN differs, or a stranger wrote it)",
+                          peer, own_.name()),
+              true);
+    return false;
+  }
+  const bool same_namespace =
+      control.producer_pid_namespace != 0 && control.producer_pid_namespace == pid_namespace_id();
+  if (same_namespace && control.producer_pid > 0) {
+    p.pid = control.producer_pid;
+    p.pid_checkable = true;
+  }
+  // Test cross-memory attach on this very pair: the producer published a word and its value.
+  CmaState cma = CmaState::kRefused;
+  if (tuning_.cma && p.pid_checkable) {
+    std::uint64_t probe = 0;
+    const int error =
+        read_process_memory(p.pid, control.cma_probe_address,
+                            std::as_writable_bytes(std::span<std::uint64_t>(&probe, 1)));
+    if (error == 0 && probe == control.cma_probe_value) cma = CmaState::kWorks;
+    if (error != 0) {
+      HM_LOG_DEBUG(
+          "shm rank {}: cross-memory attach to rank {} refused ({}); the ring carries "
+          "everything",
+          rank, peer, std::strerror(error));
+    }
+  }
+  p.cma_from = cma == CmaState::kWorks;
+  store_release(control.cma, static_cast<std::uint32_t>(cma));
+  p.reader.emplace(control, own_.ring_data(peer), own_.ring_bytes());
+  ++verified_;
+  // Map the producer's segment too: to ring its doorbell after freeing space, and to send.
+  want_attach(peer);
+  return true;
+}
+
+bool ShmTransport::read_ring(int peer) {
+  auto& p = peers_[static_cast<std::size_t>(peer)];
+  RingControl& control = own_.control(peer);
+  if (!p.reader) {
+    if (load_acquire(control.attached) != 0) return verify_producer(peer);
+    // Never attached here; if it has closed (or died) nothing will come from it.
+    if (p.segment && load_acquire(p.segment->header().closed) != 0) {
+      peer_gone(peer, HM_ERR_PEER_FAILED,
+                fmt::format("{} closed its shm endpoint (process exited or communicator "
+                            "destroyed) while this rank waits for data from it",
+                            peer_name(peer)),
+                false);
+    } else if (!p.ending.empty()) {
+      peer_gone(peer, p.ending_status, p.ending, p.ending_logged);
+    }
+    return false;
+  }
+  // Read the closed marks before the ring: whatever it wrote before closing is read first.
+  const bool closed = load_acquire(control.closed) != 0 ||
+                      (p.segment && load_acquire(p.segment->header().closed) != 0);
+  const bool ending = !p.ending.empty();
+  bool busy = false;
+  std::uint64_t bytes = 0;
+  std::string corrupt;
+  while (bytes < kPassBytes && p.failure == HM_SUCCESS) {
+    auto record = p.reader->next(corrupt);
+    if (!record) break;
+    busy = true;
+    const std::uint64_t size = record->end - record->start;
+    bytes += size;
+    bool keep = !closed && !ending;
+    if (!on_record(peer, *record, keep) || p.failure != HM_SUCCESS) return true;
+    if (keep) {
+      p.held_by_tag[record->header.tag].push_back(p.held_base + p.held.size());
+      p.held_bytes += size;
+    }
+    p.held.push_back(Held{record->end, size, record->header, record->payload, !keep});
+  }
+  if (!corrupt.empty()) {
+    peer_gone(peer, HM_ERR_TRANSPORT,
+              fmt::format("shm: {} corrupted its ring: {}", peer_name(peer), corrupt), true);
+    return true;
+  }
+  // Fragments wait in the ring for their receive as long as half of the ring stays free for the
+  // producer (space is freed in ring order, so a waiting fragment also holds back everything
+  // read after it); beyond that, and when the producer is stuck, the oldest are copied out.
+  // Once it has closed they all are: what it wrote is still delivered, as unexpected messages.
+  release_done(peer);
+  const std::uint64_t ring = p.reader->bytes();
+  if (closed || ending) {
+    evict_held(peer, 0);
+  } else if (load_acquire(control.producer_waiting) != 0) {
+    evict_held(peer, ring / 4);
+  } else {
+    evict_held(peer, ring / 2);
+  }
+  // Once it has closed, messages parked for a receive never come (it let go of them).
+  if ((closed || ending) && p.pulls.empty() && p.reader->drained()) {
+    if (!closed) {  // gone without closing: say how it was found out
+      peer_gone(peer, p.ending_status, p.ending, p.ending_logged);
+    } else {
+      peer_gone(peer, HM_ERR_PEER_FAILED,
+                fmt::format("{} closed its shm endpoint (process exited or communicator "
+                            "destroyed) while this rank waits for data from it",
+                            peer_name(peer)),
+                false);
+    }
+  }
+  return busy;
+}
+
+void ShmTransport::release_done(int peer) {
+  auto& p = peers_[static_cast<std::size_t>(peer)];
+  if (!p.reader) return;
+  std::uint64_t released = 0;
+  while (!p.held.empty() && p.held.front().done) {
+    released = p.held.front().end;
+    p.held.pop_front();
+    ++p.held_base;
+  }
+  if (released == 0) return;
+  p.reader->release(released);
+  // A producer that ran out of space waits for this: tail store then flag load, in the same
+  // total order as its flag store then tail load.
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  if (load_relaxed(own_.control(peer).producer_waiting) != 0) {
+    if (p.segment) {
+      ring_doorbell(p.segment->header());
+    } else {
+      p.owe_wakeup = true;
+      want_attach(peer);
+    }
+  }
+}
+
+void ShmTransport::deliver_held(int peer, std::uint64_t tag) {
+  auto& p = peers_[static_cast<std::size_t>(peer)];
+  const auto it = p.held_by_tag.find(tag);
+  if (it == p.held_by_tag.end()) return;
+  const auto sequences = std::move(it->second);
+  p.held_by_tag.erase(it);
+  for (const auto sequence : sequences) {
+    Held& h = p.held[static_cast<std::size_t>(sequence - p.held_base)];
+    h.done = true;
+    p.held_bytes -= h.bytes;
+    if (!deliver(peer, h.header, h.payload)) return;
+  }
+  release_done(peer);
+}
+
+void ShmTransport::evict_held(int peer, std::uint64_t limit) {
+  auto& p = peers_[static_cast<std::size_t>(peer)];
+  while (p.failure == HM_SUCCESS && p.held_bytes > 0 && !p.held.empty() &&
+         p.reader->cursor() - p.reader->released() > limit) {
+    Held& h = p.held.front();  // the oldest: release_done() leaves a waiting one in front
+    if (h.done) {
+      release_done(peer);
+      continue;
+    }
+    h.done = true;
+    p.held_bytes -= h.bytes;
+    auto& sequences = p.held_by_tag[h.header.tag];  // it is the first of its tag too
+    if (!sequences.empty()) sequences.erase(sequences.begin());
+    if (sequences.empty()) p.held_by_tag.erase(h.header.tag);
+    if (!deliver(peer, h.header, h.payload)) return;
+    release_done(peer);
+  }
+}
+
+bool ShmTransport::deliver(int peer, const RecordHeader& h, std::span<const std::byte> payload) {
+  const FragmentHeader fragment{h.tag, h.signature, h.total, h.offset, h.length};
+  if (matcher_.deliver(peer, fragment, payload)) return true;
+  peer_gone(peer, HM_ERR_TRANSPORT,
+            fmt::format("shm: {} broke the protocol: fragments of message {:#x} disagree on its "
+                        "size",
+                        peer_name(peer), h.tag),
+            true);
+  return false;
+}
+
+bool ShmTransport::on_record(int peer, const RingReader::Record& record, bool& keep) {
+  auto& p = peers_[static_cast<std::size_t>(peer)];
+  const RecordHeader& h = record.header;
+  const FragmentHeader fragment{h.tag, h.signature, h.total, h.offset, h.length};
+  const auto protocol_error = [&](const std::string& what) {
+    peer_gone(peer, HM_ERR_TRANSPORT,
+              fmt::format("shm: {} broke the protocol: {}", peer_name(peer), what), true);
+    return false;
+  };
+  if (h.total > kMaxMessageBytes || h.offset > h.total || h.length > h.total - h.offset) {
+    return protocol_error(fmt::format("a record claims bytes [{}, +{}) of a {}-byte message",
+                                      h.offset, h.length, h.total));
+  }
+  if (h.kind == static_cast<std::uint32_t>(RecordKind::kData)) {
+    if (keep) {
+      const auto it = p.posted.find(h.tag);
+      keep = it == p.posted.end() || it->second->done();  // wait in the ring for the receive
+    }
+    if (!keep) return deliver(peer, h, record.payload);
+    // Checked now as the matcher would: fragments of one message agree on what it is.
+    if (const auto it = p.held_by_tag.find(h.tag);
+        it != p.held_by_tag.end() && !it->second.empty()) {
+      const RecordHeader& first =
+          p.held[static_cast<std::size_t>(it->second.front() - p.held_base)].header;
+      if (first.total != h.total || first.signature != h.signature) {
+        return protocol_error(
+            fmt::format("fragments of message {:#x} disagree on its size", h.tag));
+      }
+    }
+    return true;
+  }
+  keep = false;
+  // kRts: the only other kind the reader lets through.
+  if (!p.cma_from) return protocol_error("a cross-memory request, though this rank refused them");
+  if (h.offset != 0 || h.length != h.total || h.total == 0 || h.cookie != p.rts_seen + 1) {
+    return protocol_error(fmt::format("a malformed cross-memory request (cookie {}, expected {})",
+                                      h.cookie, p.rts_seen + 1));
+  }
+  p.rts_seen = h.cookie;
+  const Parked parked{fragment, h.address, h.cookie, Clock::now()};
+  const auto it = p.posted.find(h.tag);
+  if ((it != p.posted.end() && !it->second->done()) || tuning_.park_grace.count() == 0) {
+    return start_pull(peer, parked);  // straight into the receive buffer, or not waiting for it
+  }
+  if (!p.parked.emplace(h.tag, parked).second) {
+    return protocol_error(fmt::format("two messages with tag {:#x} at once", h.tag));
+  }
+  return true;
+}
+
+bool ShmTransport::start_pull(int peer, const Parked& parked) {
+  auto& p = peers_[static_cast<std::size_t>(peer)];
+  std::optional<Matcher::Landing> landing;
+  try {
+    landing = matcher_.land(peer, parked.header);  // unposted: a buffer of the message's size
+  } catch (const std::bad_alloc&) {
+    peer_gone(peer, HM_ERR_OUT_OF_MEMORY,
+              fmt::format("shm: {} sent a message of {} bytes before its receive was posted, and "
+                          "this rank cannot hold it",
+                          peer_name(peer), parked.header.total),
+              true);
+    return false;
+  }
+  if (!landing) {
+    peer_gone(peer, HM_ERR_TRANSPORT,
+              fmt::format("shm: {} broke the protocol: fragments of message {:#x} disagree on "
+                          "its size",
+                          peer_name(peer), parked.header.tag),
+              true);
+    return false;
+  }
+  if (landing->target == nullptr) {
+    // Refused (size or signature mismatch, the receive has failed): nothing to read.
+    acknowledge_rts(peer, parked.cookie);
+    return true;
+  }
+  p.pulls.push_back(Pull{parked.header, std::move(*landing), parked.address, parked.cookie, 0});
+  return true;
+}
+
+bool ShmTransport::expire_parked(Clock::time_point now) {
+  bool busy = false;
+  for (std::size_t i = 0; i < peers_.size(); ++i) {
+    auto& p = peers_[i];
+    for (auto it = p.parked.begin(); it != p.parked.end() && p.failure == HM_SUCCESS;) {
+      if (now - it->second.since < tuning_.park_grace) {
+        ++it;
+        continue;
+      }
+      const Parked parked = it->second;
+      it = p.parked.erase(it);
+      busy = true;
+      if (!start_pull(static_cast<int>(i), parked)) break;
+    }
+  }
+  return busy;
+}
+
+void ShmTransport::acknowledge_rts(int peer, std::uint64_t cookie) {
+  auto& p = peers_[static_cast<std::size_t>(peer)];
+  store_release(own_.control(peer).rts_acked[cookie % kAckSlots], cookie);
+  if (p.segment) {
+    ring_doorbell(p.segment->header());
+  } else {
+    p.owe_wakeup = true;
+    want_attach(peer);
+  }
+}
+
+bool ShmTransport::continue_pulls() {
+  bool busy = false;
+  for (std::size_t i = 0; i < peers_.size(); ++i) {
+    auto& p = peers_[i];
+    if (p.pulls.empty() || p.failure != HM_SUCCESS) continue;
+    const int peer = static_cast<int>(i);
+    busy = true;
+    Pull& pull = p.pulls.front();
+    const std::uint64_t piece = std::min(kPullBytes, pull.header.total - pull.done);
+    const int error =
+        read_process_memory(p.pid, pull.address + pull.done,
+                            {pull.landing.target + pull.done, static_cast<std::size_t>(piece)});
+    if (error != 0) {
+      peer_gone(peer, error == ESRCH ? HM_ERR_PEER_FAILED : HM_ERR_TRANSPORT,
+                error == ESRCH
+                    ? fmt::format("{} (pid {}) exited while its message was being read",
+                                  peer_name(peer), p.pid)
+                    : fmt::format("shm: cannot read {}'s message {:#x} from its memory: {}",
+                                  peer_name(peer), pull.header.tag, std::strerror(error)),
+                true);
+      continue;
+    }
+    pull.done += piece;
+    // The producer only lets go of its buffer after marking its ring closed; so if it is not
+    // closed now, everything read so far was read from the live buffer.
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+    if (load_acquire(own_.control(peer).closed) != 0) {
+      const auto message = fmt::format(
+          "{} closed its shm endpoint while its message was being read", peer_name(peer));
+      for (const auto& dropped : p.pulls) {
+        if (dropped.landing.request) {
+          matcher_.fail_posted(peer, dropped.header.tag, HM_ERR_PEER_FAILED, message);
+        }
+      }
+      p.pulls.clear();  // read_ring sees the closed ring next and fails the rest
+      continue;
+    }
+    if (pull.done < pull.header.total) continue;
+    Pull done = std::move(pull);
+    p.pulls.pop_front();
+    // Release the sender first: once the receive below completes this rank may close, and the
+    // sender must find its message acknowledged before it finds this endpoint closed.
+    acknowledge_rts(peer, done.cookie);
+    matcher_.landed(peer, done.header, done.landing);
+  }
+  return busy;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Sending
+// ---------------------------------------------------------------------------------------------
+
+bool ShmTransport::write_rings() {
+  bool busy = false;
+  for (std::size_t i = 0; i < peers_.size(); ++i) {
+    auto& p = peers_[i];
+    if (p.writer && p.failure == HM_SUCCESS && (!p.sends.empty() || !p.awaiting.empty())) {
+      busy |= write_ring(static_cast<int>(i));
+    }
+  }
+  return busy;
+}
+
+bool ShmTransport::write_ring(int peer) {
+  auto& p = peers_[static_cast<std::size_t>(peer)];
+  RingWriter& writer = *p.writer;
+  RingControl& control = writer.control();
+  bool busy = false;
+  const auto corrupt = [&] {
+    peer_gone(peer, HM_ERR_TRANSPORT,
+              fmt::format("shm: {} corrupted the ring this rank writes to", peer_name(peer)), true);
+    return true;
+  };
+
+  busy |= complete_acknowledged(p);
+
+  const bool cma =
+      tuning_.cma && load_acquire(control.cma) == static_cast<std::uint32_t>(CmaState::kWorks);
+  // A message goes whole by cross-memory attach or whole through the ring, decided before its
+  // first byte moves (the peer may start allowing CMA in the middle of one). With every
+  // acknowledgement slot in use, large messages take the ring until one frees up.
+  const auto by_cma = [&](const SendOp& op) {
+    return cma && op.data.size() >= tuning_.cma_min_bytes && op.sent == 0 &&
+           (p.awaiting.empty() || p.awaiting.begin()->first + kAckSlots > p.next_cookie);
+  };
+  std::uint64_t written = 0;
+  bool full = false;
+  while (!p.sends.empty() && written < kPassBytes) {
+    SendOp& op = p.sends.front();
+    const std::uint64_t size = op.data.size();
+    RecordHeader h{};
+    h.signature = op.signature;
+    h.tag = op.tag;
+    h.total = size;
+    if (by_cma(op)) {
+      h.kind = static_cast<std::uint32_t>(RecordKind::kRts);
+      h.offset = 0;
+      h.length = size;
+      h.address = reinterpret_cast<std::uintptr_t>(op.data.data());
+      h.cookie = p.next_cookie;
+      const auto result = writer.write(h, {});
+      if (result == RingWriter::Result::kCorrupt) return corrupt();
+      if (result == RingWriter::Result::kFull) {
+        full = true;
+        break;
+      }
+      op.cookie = p.next_cookie++;
+      p.awaiting.emplace(op.cookie, std::move(op));
+      p.sends.pop_front();
+      written += kRecordHeaderBytes;
+      busy = true;
+      ring_doorbell(p.segment->header());
+      continue;
+    }
+    const std::uint64_t length = std::min(writer.max_payload(), size - op.sent);
+    h.kind = static_cast<std::uint32_t>(RecordKind::kData);
+    h.offset = op.sent;
+    h.length = length;
+    const auto result = writer.write(h, op.data.subspan(op.sent, length));
+    if (result == RingWriter::Result::kCorrupt) return corrupt();
+    if (result == RingWriter::Result::kFull) {
+      full = true;
+      break;
+    }
+    op.sent += length;
+    written += length + kRecordHeaderBytes;
+    busy = true;
+    ring_doorbell(p.segment->header());
+    if (op.sent == size) {
+      auto request = std::move(op.request);
+      p.sends.pop_front();
+      request->complete();
+    }
+  }
+
+  if (full) {
+    // Ask the peer for a wakeup when it frees space, then look once more: it may have freed
+    // space between the failed write and the flag.
+    if (!p.waiting_for_space) {
+      p.waiting_for_space = true;
+      store_release(control.producer_waiting, 1u);
+      std::atomic_thread_fence(std::memory_order_seq_cst);
+      // The consumer may be holding fragments in the ring for receives not posted yet: this
+      // tells it to move them out of the way.
+      ring_doorbell(p.segment->header());
+      const SendOp& op = p.sends.front();
+      if (writer.fits(by_cma(op) ? 0 : std::min(writer.max_payload(), op.data.size() - op.sent))) {
+        busy = true;  // loop again at once
+      }
+    }
+  } else if (p.waiting_for_space) {
+    p.waiting_for_space = false;
+    store_release(control.producer_waiting, 0u);
+  }
+  return busy;
+}
+
+bool ShmTransport::complete_acknowledged(Peer& p) {
+  if (!p.writer) return false;
+  bool busy = false;
+  RingControl& control = p.writer->control();
+  for (auto it = p.awaiting.begin(); it != p.awaiting.end();) {
+    if (load_acquire(control.rts_acked[it->first % kAckSlots]) == it->first) {
+      auto request = std::move(it->second.request);
+      it = p.awaiting.erase(it);
+      request->complete();
+      busy = true;
+    } else {
+      ++it;
+    }
+  }
+  return busy;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Failures and shutdown
+// ---------------------------------------------------------------------------------------------
+
+void ShmTransport::check_liveness(Clock::time_point now) {
+  if (now < next_liveness_) return;
+  next_liveness_ = now + kLivenessPeriod;
+  bool pending = false;
+  for (auto& p : peers_) {
+    std::erase_if(p.posted, [](const auto& entry) { return entry.second->done(); });
+    pending = pending || !p.posted.empty() || !p.sends.empty() || !p.awaiting.empty() ||
+              !p.pulls.empty() || !p.parked.empty();
+  }
+  if (!pending) return;
+  for (std::size_t i = 0; i < peers_.size(); ++i) {
+    auto& p = peers_[i];
+    if (!p.served || p.failure != HM_SUCCESS || !p.pid_checkable || p.pid <= 0 ||
+        !p.ending.empty()) {
+      continue;
+    }
+    if (process_ended(p.pid)) {
+      // Read what it wrote before it died, then fail the rest.
+      p.pulls.clear();
+      end_after_drain(static_cast<int>(i), HM_ERR_PEER_FAILED,
+                      fmt::format("{} (pid {}) exited without closing its shm endpoint (killed or "
+                                  "crashed)",
+                                  peer_name(static_cast<int>(i)), p.pid),
+                      true);
+    }
+  }
+}
+
+void ShmTransport::end_after_drain(int peer, hm_status_t status, std::string message, bool log) {
+  auto& p = peers_[static_cast<std::size_t>(peer)];
+  if (p.failure != HM_SUCCESS || !p.ending.empty()) return;
+  p.ending = std::move(message);
+  p.ending_status = status;
+  p.ending_logged = log;
+  p.attach_wanted = false;
+  // read_ring does the rest, on this pass or the next (the doorbell makes sure there is one).
+  wake();
+}
+
+void ShmTransport::peer_gone(int peer, hm_status_t status, const std::string& message, bool log) {
+  auto& p = peers_[static_cast<std::size_t>(peer)];
+  if (p.failure != HM_SUCCESS) return;
+  if (log) HM_LOG_WARN("shm rank {}: {}", rank_.load(), message);
+  p.failure = status;
+  p.failure_message = message;
+  p.attach_wanted = false;
+  p.pulls.clear();
+  p.parked.clear();
+  p.posted.clear();
+  p.held.clear();
+  p.held_by_tag.clear();
+  p.held_bytes = 0;
+  if (p.writer) {
+    // Nothing more goes to it, and any message of ours it may be reading is about to be
+    // released: tell it before failing the sends.
+    store_release(p.writer->control().closed, 1u);
+    ring_doorbell(p.segment->header());
+    complete_acknowledged(p);  // messages it finished reading succeeded
+  }
+  for (auto& [cookie, op] : p.awaiting) op.request->complete(status, message);
+  p.awaiting.clear();
+  for (auto& op : p.sends) op.request->complete(status, message);
+  p.sends.clear();
+  matcher_.fail_peer(peer, status, message);
+  check_connected();
+  if (failure_listener_) failure_listener_(peer, status, message);
+}
+
+void ShmTransport::do_shutdown(hm_status_t status, const std::string& why) {
+  if (closed_) return;
+  closed_ = true;
+  {
+    std::lock_guard lock(mutex_);
+    final_status_ = status;
+    final_why_ = why;
+  }
+  // Tell the peers first: the rings this rank writes, then its own segment, then their doorbells.
+  for (auto& p : peers_) {
+    if (p.writer) store_release(p.writer->control().closed, 1u);
+  }
+  store_release(own_.header().closed, 1u);
+  for (auto& p : peers_) {
+    if (p.segment) ring_doorbell(p.segment->header());
+  }
+  // From here on no copy touches a caller's buffer.
+  for (auto& p : peers_) {
+    p.pulls.clear();
+    p.parked.clear();
+    p.posted.clear();
+    p.held.clear();
+    p.held_by_tag.clear();
+    p.held_bytes = 0;
+    complete_acknowledged(p);
+    for (auto& [cookie, op] : p.awaiting) op.request->complete(status, why);
+    p.awaiting.clear();
+    for (auto& op : p.sends) op.request->complete(status, why);
+    p.sends.clear();
+  }
+  matcher_.fail_all(status, why);
+  for (auto& w : connect_waiters_) w->complete(status, why);
+  connect_waiters_.clear();
+  own_.unlink();
+}
+
+}  // namespace
+
+ShmTuning ShmTuning::from_env() {
+  ShmTuning tuning;
+  if (auto bytes = env_int("HOLMES_SHM_RING_BYTES", static_cast<std::int64_t>(kMinRingBytes),
+                           static_cast<std::int64_t>(kMaxRingBytes))) {
+    tuning.ring_bytes = floor_power_of_two(static_cast<std::uint64_t>(*bytes));
+  }
+  if (auto cma = env_int("HOLMES_SHM_CMA", 0, 1)) tuning.cma = *cma == 1;
+  if (auto min = env_int("HOLMES_SHM_CMA_MIN_BYTES", 1, std::int64_t{1} << 40)) {
+    tuning.cma_min_bytes = static_cast<std::uint64_t>(*min);
+  }
+  if (auto park = env_int("HOLMES_SHM_PARK_US", 0, 1000000)) {
+    tuning.park_grace = std::chrono::microseconds(*park);
+  }
+  return tuning;
+}
+
+bool shm_available(std::string* why) {
+  // Checked once per process (a function-local static: whether /dev/shm works does not change
+  // under a running job); the same pass removes segments that dead processes left behind.
+  static const std::string reason = [] {
+    const std::string name = fmt::format("{}probe-{}", kNamePrefix, getpid());
+    const int fd = shm_open(name.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    if (fd < 0 && errno != EEXIST) {
+      return fmt::format("cannot create POSIX shared memory ({}): is /dev/shm mounted?",
+                         std::strerror(errno));
+    }
+    if (fd >= 0) {
+      close(fd);
+      shm_unlink(name.c_str());
+    }
+    remove_stale_segments();
+    return std::string();
+  }();
+  if (why != nullptr) *why = reason;
+  return reason.empty();
+}
+
+std::unique_ptr<Transport> make_shm_transport(const TransportOptions& options) {
+  return make_shm_transport(options, ShmTuning::from_env());
+}
+
+std::unique_ptr<Transport> make_shm_transport(const TransportOptions& options,
+                                              const ShmTuning& tuning) {
+  require(tuning.ring_bytes >= kMinRingBytes && tuning.ring_bytes <= kMaxRingBytes &&
+              (tuning.ring_bytes & (tuning.ring_bytes - 1)) == 0,
+          "shm: ring size {} is not a power of two in [{}, {}]", tuning.ring_bytes, kMinRingBytes,
+          kMaxRingBytes);
+  return std::make_unique<ShmTransport>(options, tuning);
+}
+
+}  // namespace holmes::shm
