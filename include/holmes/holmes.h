@@ -88,6 +88,35 @@ typedef enum hm_op {
   HM_OP_COUNT = 5
 } hm_op_t;
 
+/* Collectives, and the algorithms they can run with (see hm_comm_set_algorithm). */
+typedef enum hm_collective {
+  HM_COLL_ALLREDUCE = 0,
+  HM_COLL_REDUCE_SCATTER = 1,
+  HM_COLL_ALLGATHER = 2,
+  HM_COLL_BROADCAST = 3,
+  HM_COLL_REDUCE = 4,
+  HM_COLL_ALLTOALL = 5,
+  HM_COLL_BARRIER = 6,
+  HM_COLLECTIVE_COUNT = 7
+} hm_collective_t;
+
+typedef enum hm_algorithm {
+  HM_ALGO_AUTO = 0,               /* chosen per call by the cost model */
+  HM_ALGO_RING = 1,               /* pipelined ring: allreduce, reduce_scatter, allgather */
+  HM_ALGO_RECURSIVE_DOUBLING = 2, /* allreduce, small messages */
+  HM_ALGO_HALVING_DOUBLING = 3,   /* allreduce (Rabenseifner), medium messages */
+  HM_ALGO_TREE = 4,               /* binomial tree: broadcast, reduce */
+  HM_ALGO_CHAIN = 5,              /* pipelined chain: broadcast, reduce */
+  HM_ALGO_PAIRWISE = 6,           /* alltoall */
+  HM_ALGO_HIERARCHICAL = 7,       /* by islands: allreduce, broadcast, reduce */
+  HM_ALGO_DISSEMINATION = 8,      /* barrier */
+  HM_ALGORITHM_COUNT = 9
+} hm_algorithm_t;
+
+/* Short name of an algorithm ("ring", "rd", "rhd", "tree", "chain", "pairwise", "hier",
+ * "dissemination", "auto"); "unknown" for a bad value. */
+HM_API const char* hm_algorithm_name(hm_algorithm_t algorithm);
+
 /* Size in bytes of one element of dtype. */
 HM_API hm_status_t hm_dtype_size(hm_dtype_t dtype, size_t* size);
 
@@ -137,6 +166,21 @@ HM_API hm_status_t hm_comm_size(hm_comm_t comm, int* size);
  * destroyed. */
 HM_API hm_status_t hm_comm_peer_transport(hm_comm_t comm, int peer, const char** transport,
                                           const char** reason);
+
+/* Forces `algorithm` for `collective` on this communicator (HM_ALGO_AUTO: back to the cost
+ * model). Every rank must make the same call: the algorithm is part of each message's
+ * signature, so ranks that disagree get HM_ERR_MISMATCH (or HM_ERR_TIMEOUT). An algorithm the
+ * collective does not have is HM_ERR_INVALID_ARGUMENT. Overrides HOLMES_ALGO. */
+HM_API hm_status_t hm_comm_set_algorithm(hm_comm_t comm, hm_collective_t collective,
+                                         hm_algorithm_t algorithm);
+
+/* What a call of `collective` with `count` elements of `dtype` would run with on this
+ * communicator (the forced algorithm, or the cost model's choice) and the time the cost model
+ * predicts for it, in microseconds (either output may be NULL). For reduce_scatter and
+ * allgather, count is per rank, as in the calls. */
+HM_API hm_status_t hm_comm_query_algorithm(hm_comm_t comm, hm_collective_t collective,
+                                           size_t count, hm_dtype_t dtype,
+                                           hm_algorithm_t* algorithm, double* predicted_us);
 
 /* Collective over comm: ranks with the same color form a new communicator, ordered by key
  * (then by rank in comm). A rank that passes HM_COLOR_UNDEFINED gets *newcomm = NULL. */

@@ -76,6 +76,12 @@ struct PeerTransport {
   std::string link;       // the link itself, e.g. "tcp 10.0.0.2:4000 x2 sockets"
 };
 
+// What a collective call runs with: the algorithm and the cost model's prediction.
+struct AlgorithmChoice {
+  hm_algorithm_t algorithm = HM_ALGO_AUTO;
+  double predicted_us = 0;
+};
+
 // A nonblocking operation. wait() or test() until done; destroying an unfinished Request
 // detaches it (the operation still runs to its end).
 class HM_API Request {
@@ -120,6 +126,14 @@ class HM_API Communicator {
   hm_status_t async_error() const noexcept;
   std::chrono::milliseconds timeout() const;
   PeerTransport peer_transport(int peer) const;
+
+  // Forces an algorithm for a collective (HM_ALGO_AUTO: the cost model picks); every rank must
+  // do the same. Throws HM_ERR_INVALID_ARGUMENT for an algorithm the collective lacks.
+  void set_algorithm(hm_collective_t collective, hm_algorithm_t algorithm);
+  // The algorithm a call with `count` elements (per rank for reduce_scatter/allgather) would run
+  // with, and its predicted time.
+  AlgorithmChoice query_algorithm(hm_collective_t collective, std::size_t count,
+                                  hm_dtype_t dtype) const;
 
   // Blocking collectives over raw buffers (the C API's semantics).
   void allreduce(const void* send, void* recv, std::size_t count, hm_dtype_t dtype, hm_op_t op);

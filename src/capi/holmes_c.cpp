@@ -10,6 +10,7 @@
 #include <utility>
 #include <vector>
 
+#include "collectives/algorithm.hpp"
 #include "core/dtype.hpp"
 #include "core/status.hpp"
 
@@ -184,6 +185,27 @@ hm_status_t hm_comm_peer_transport(hm_comm_t comm, int peer, const char** transp
     const auto& p = comm->peers[static_cast<std::size_t>(peer)];
     *transport = p.transport.c_str();
     *reason = p.reason.c_str();
+  });
+}
+
+const char* hm_algorithm_name(hm_algorithm_t algorithm) {
+  if (algorithm < 0 || algorithm >= HM_ALGORITHM_COUNT) return "unknown";
+  return holmes::algorithm_name(static_cast<holmes::Algorithm>(algorithm));
+}
+
+hm_status_t hm_comm_set_algorithm(hm_comm_t comm, hm_collective_t collective,
+                                  hm_algorithm_t algorithm) {
+  return guarded("hm_comm_set_algorithm",
+                 [&] { comm_of(comm).set_algorithm(collective, algorithm); });
+}
+
+hm_status_t hm_comm_query_algorithm(hm_comm_t comm, hm_collective_t collective, size_t count,
+                                    hm_dtype_t dtype, hm_algorithm_t* algorithm,
+                                    double* predicted_us) {
+  return guarded("hm_comm_query_algorithm", [&] {
+    const auto choice = comm_of(comm).query_algorithm(collective, count, dtype);
+    if (algorithm != nullptr) *algorithm = choice.algorithm;
+    if (predicted_us != nullptr) *predicted_us = choice.predicted_us;
   });
 }
 

@@ -18,6 +18,8 @@
 #include <cstddef>
 
 #include "collectives/context.hpp"
+#include "collectives/pipeline.hpp"
+#include "collectives/tuning.hpp"
 
 namespace holmes {
 
@@ -34,5 +36,43 @@ void chain_reduce(CollectiveContext& ctx, const void* send, void* recv, std::siz
 void pairwise_alltoall(CollectiveContext& ctx, const void* send, void* recv, std::size_t count,
                        hm_dtype_t dtype);
 void dissemination_barrier(CollectiveContext& ctx);
+
+// Small and medium allreduce (recursive.cpp) and binomial trees (tree.cpp).
+void recursive_doubling_allreduce(CollectiveContext& ctx, const void* send, void* recv,
+                                  std::size_t count, hm_dtype_t dtype, hm_op_t op,
+                                  int average_over);
+void halving_doubling_allreduce(CollectiveContext& ctx, const void* send, void* recv,
+                                std::size_t count, hm_dtype_t dtype, hm_op_t op,
+                                int average_over);
+void tree_broadcast(CollectiveContext& ctx, void* buffer, std::size_t count, hm_dtype_t dtype,
+                    int root);
+void tree_reduce(CollectiveContext& ctx, const void* send, void* recv, std::size_t count,
+                 hm_dtype_t dtype, hm_op_t op, int root, int average_over);
+
+// By islands (hierarchical.cpp); `ctx` spans the whole communicator.
+void hierarchical_allreduce(CollectiveContext& ctx, const Hierarchy& h, const CostModel& model,
+                            const void* send, void* recv, std::size_t count, hm_dtype_t dtype,
+                            hm_op_t op);
+void hierarchical_broadcast(CollectiveContext& ctx, const Hierarchy& h, const CostModel& model,
+                            void* buffer, std::size_t count, hm_dtype_t dtype, int root);
+void hierarchical_reduce(CollectiveContext& ctx, const Hierarchy& h, const CostModel& model,
+                         const void* send, void* recv, std::size_t count, hm_dtype_t dtype,
+                         hm_op_t op, int root);
+
+// Building blocks. AVG reduces as SUM and divides by `average_over` where a result is complete
+// (0: never, for a phase whose result is not final).
+void ring_allreduce(CollectiveContext& ctx, const void* send, void* recv, std::size_t count,
+                    hm_dtype_t dtype, hm_op_t op, int average_over);
+void chain_reduce(CollectiveContext& ctx, const void* send, void* recv, std::size_t count,
+                  hm_dtype_t dtype, hm_op_t op, int root, int average_over);
+// Ring reduce-scatter over arbitrary blocks: position r of ctx ends with block r of `layout`
+// reduced, written to `own_out`. `slots` is scratch for the receive slots (nullptr: ctx's).
+void ring_reduce_scatter_blocks(CollectiveContext& ctx, const std::byte* in, std::byte* own_out,
+                                const BlockLayout& layout, hm_dtype_t dtype, hm_op_t op,
+                                int average_over, std::byte* slots);
+// Ring allgather over arbitrary blocks: `buffer` holds block r of position r; every position
+// ends with every block.
+void ring_allgather_blocks(CollectiveContext& ctx, std::byte* buffer, const BlockLayout& layout,
+                           hm_dtype_t dtype);
 
 }  // namespace holmes

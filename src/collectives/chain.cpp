@@ -44,12 +44,22 @@ void chain_broadcast(CollectiveContext& ctx, void* buffer, std::size_t count, hm
 
 void chain_reduce(CollectiveContext& ctx, const void* send, void* recv, std::size_t count,
                   hm_dtype_t dtype, hm_op_t op, int root) {
+  chain_reduce(ctx, send, recv, count, dtype, op, root, ctx.size());
+}
+
+void chain_reduce(CollectiveContext& ctx, const void* send, void* recv, std::size_t count,
+                  hm_dtype_t dtype, hm_op_t op, int root, int average_over) {
   const int n = ctx.size();
   const std::size_t es = dtype_size(dtype);
   const auto* in = static_cast<const std::byte*>(send);
   const bool is_root = ctx.rank() == root;
   if (n == 1 || count == 0) {
-    if (is_root) ctx.copy(recv, send, count * es);
+    if (is_root) {
+      ctx.copy(recv, send, count * es);
+      if (op == HM_AVG && average_over > 1) {
+        ctx.finalize_average(dtype, recv, count, average_over);
+      }
+    }
     return;
   }
   // The chain starts at root+1 and ends at the root; each rank adds its input and passes the
@@ -84,7 +94,9 @@ void chain_reduce(CollectiveContext& ctx, const void* send, void* recv, std::siz
     if (is_root) {
       std::byte* dst = out + range.offset * es;
       ctx.reduce(dtype, op, dst, in + range.offset * es, slot, range.count);
-      if (op == HM_AVG) ctx.finalize_average(dtype, dst, range.count, n);
+      if (op == HM_AVG && average_over > 1) {
+        ctx.finalize_average(dtype, dst, range.count, average_over);
+      }
     } else {
       ctx.reduce(dtype, op, slot, in + range.offset * es, slot, range.count);
       slot_send[c % kPipelineDepth] = ctx.send(next, c, {slot, range.count * es});

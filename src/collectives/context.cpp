@@ -80,17 +80,52 @@ CollectiveContext::CollectiveContext(Transport& transport, int rank, int size,
   }
 }
 
-std::byte* CollectiveContext::scratch(std::size_t bytes) {
-  ScratchSpace& s = *resources_.scratch;
-  if (on_device()) {
-    if (s.device_bytes < bytes) {
-      s.device = resources_.device->allocate(bytes);
-      s.device_bytes = bytes;
-    }
-    return s.device.get();
+CollectiveContext::CollectiveContext(const CollectiveContext& parent, std::vector<int> members,
+                                     std::uint64_t step_base)
+    : transport_(parent.transport_),
+      rank_(-1),
+      size_(static_cast<int>(members.size())),
+      sequence_(parent.sequence_),
+      signature_(parent.signature_),
+      timeout_(parent.timeout_),
+      chunk_bytes_(parent.chunk_bytes_),
+      what_(parent.what_),
+      resources_(parent.resources_),
+      step_base_(step_base) {
+  // Positions of the parent become communicator ranks here.
+  for (std::size_t i = 0; i < members.size(); ++i) {
+    if (members[i] == parent.rank_) rank_ = static_cast<int>(i);
+    members[i] = parent.member(members[i]);
   }
-  if (s.host.size() < bytes) s.host.resize(bytes);
-  return s.host.data();
+  if (rank_ < 0) fail(HM_ERR_INTERNAL, "{}: a view that does not contain this rank", what_);
+  members_ = std::move(members);
+}
+
+CollectiveContext CollectiveContext::view(std::vector<int> members, std::uint64_t phase) const {
+  // 2^32 steps per phase: far more than any phase uses (steps x chunks), and 63 phases fit in
+  // the tag's 38 step bits.
+  constexpr std::uint64_t kPhaseShift = 32;
+  return CollectiveContext(*this, std::move(members), step_base_ + (phase << kPhaseShift));
+}
+
+std::byte* CollectiveContext::scratch(std::size_t bytes) {
+  return area(resources_.scratch->slots, bytes);
+}
+
+std::byte* CollectiveContext::phase_buffer(std::size_t bytes) {
+  return area(resources_.scratch->phase, bytes);
+}
+
+std::byte* CollectiveContext::area(ScratchArea& a, std::size_t bytes) {
+  if (on_device()) {
+    if (a.device_bytes < bytes) {
+      a.device = resources_.device->allocate(bytes);
+      a.device_bytes = bytes;
+    }
+    return a.device.get();
+  }
+  if (a.host.size() < bytes) a.host.resize(bytes);
+  return a.host.data();
 }
 
 void CollectiveContext::reduce(hm_dtype_t dtype, hm_op_t op, void* dst, const void* a,
@@ -120,8 +155,10 @@ void CollectiveContext::copy(void* dst, const void* src, std::size_t bytes) {
   }
 }
 
-Transfer CollectiveContext::send(int peer, std::uint64_t step, std::span<const std::byte> data) {
-  const auto tag = collective_tag(sequence_, step);
+Transfer CollectiveContext::send(int position, std::uint64_t step,
+                                 std::span<const std::byte> data) {
+  const int peer = member(position);
+  const auto tag = collective_tag(sequence_, full_step(step));
   if (!on_device() || data.empty()) {
     return {transport_.isend(peer, tag, signature_, data), peer, false, nullptr};
   }
@@ -133,8 +170,9 @@ Transfer CollectiveContext::send(int peer, std::uint64_t step, std::span<const s
   return {request, peer, false, nullptr};
 }
 
-Transfer CollectiveContext::recv(int peer, std::uint64_t step, std::span<std::byte> data) {
-  const auto tag = collective_tag(sequence_, step);
+Transfer CollectiveContext::recv(int position, std::uint64_t step, std::span<std::byte> data) {
+  const int peer = member(position);
+  const auto tag = collective_tag(sequence_, full_step(step));
   if (!on_device() || data.empty()) {
     return {transport_.irecv(peer, tag, signature_, data), peer, true, nullptr};
   }

@@ -62,10 +62,14 @@ struct Transfer {
 
 // Temporary memory a communicator keeps for its collectives (they run one at a time): host
 // bytes, or device bytes when the buffers are on a device.
-struct ScratchSpace {
+struct ScratchArea {
   std::vector<std::byte> host;
   std::shared_ptr<std::byte> device;
   std::size_t device_bytes = 0;
+};
+struct ScratchSpace {
+  ScratchArea slots;  // an algorithm's own temporaries (receive slots, partial sums)
+  ScratchArea phase;  // what one phase of a hierarchical algorithm hands to the next
 };
 
 class DeviceMemory;
@@ -86,14 +90,30 @@ class CollectiveContext {
                     std::size_t chunk_bytes, std::string what,
                     CollectiveResources resources = CollectiveResources());
 
+  // This rank's position and the number of positions: communicator ranks, or positions in a
+  // view's member list.
   int rank() const { return rank_; }
   int size() const { return size_; }
   std::size_t chunk_bytes() const { return chunk_bytes_; }
+
+  // The same operation seen by a subset or a reordering of the ranks, for algorithms built from
+  // phases (a ring over islands, then over lanes): rank(), size() and every peer argument are
+  // positions in `members` (positions of this context), which must contain this rank. Each
+  // phase gets its own number so that the phases' steps never share a tag. The view borrows
+  // this context's scratch and must not outlive it.
+  CollectiveContext view(std::vector<int> members, std::uint64_t phase) const;
+  // The communicator rank at `position` of this context.
+  int member(int position) const {
+    return members_.empty() ? position : members_[static_cast<std::size_t>(position)];
+  }
 
   // Scratch memory for this operation, of the buffers' kind (host or device): reused across the
   // communicator's calls (they never run concurrently), so small collectives do not pay for
   // allocating and touching fresh pages.
   std::byte* scratch(std::size_t bytes);
+  // A second area, for results that one phase of an algorithm hands to the next while the
+  // next phase uses scratch().
+  std::byte* phase_buffer(std::size_t bytes);
 
   // Operations on the caller's buffers and scratch, wherever they live.
   bool on_device() const { return resources_.device != nullptr; }
@@ -113,6 +133,11 @@ class CollectiveContext {
   void wait_all(const std::vector<Transfer>& transfers);
 
  private:
+  CollectiveContext(const CollectiveContext& parent, std::vector<int> members,
+                    std::uint64_t step_base);
+  std::uint64_t full_step(std::uint64_t step) const { return step_base_ + step; }
+  std::byte* area(ScratchArea& area, std::size_t bytes);
+
   Transport& transport_;
   int rank_;
   int size_;
@@ -123,6 +148,8 @@ class CollectiveContext {
   std::string what_;
   CollectiveResources resources_;
   ScratchSpace own_scratch_;  // when the communicator lends none
+  std::vector<int> members_;  // communicator rank of each position; empty: the identity
+  std::uint64_t step_base_ = 0;
 };
 
 }  // namespace holmes

@@ -19,42 +19,56 @@ inline int ring_mod(long long a, int n) {
   return static_cast<int>(m < 0 ? m + n : m);
 }
 
-// `count` elements cut into `parts` blocks whose sizes differ by at most one, and every block
-// cut into chunks of at most `chunk_elems` elements. Every rank computes the same layout.
+// `count` elements cut into `parts` blocks whose sizes differ by at most one (or into blocks given
+// one by one), and every block cut into chunks of at most `chunk_elems` elements. Every rank
+// computes the same layout.
 class BlockLayout {
  public:
-  BlockLayout(std::size_t count, int parts, std::size_t chunk_elems)
-      : count_(count), parts_(static_cast<std::size_t>(parts)), chunk_elems_(chunk_elems) {
-    const std::size_t largest = (count_ + parts_ - 1) / parts_;
-    chunks_ = std::max<std::size_t>(1, (largest + chunk_elems_ - 1) / chunk_elems_);
-  }
-
-  std::size_t block_start(int k) const {
-    const auto kk = static_cast<std::size_t>(k);
-    return kk * (count_ / parts_) + std::min(kk, count_ % parts_);
-  }
-  std::size_t block_size(int k) const {
-    return count_ / parts_ + (static_cast<std::size_t>(k) < count_ % parts_ ? 1 : 0);
-  }
-  // Chunks per block (the same for every block; trailing chunks of a short block are empty).
-  std::size_t chunks() const { return chunks_; }
-
   struct Range {
     std::size_t offset;  // elements from the start of the whole buffer
     std::size_t count;   // may be 0
   };
+
+  BlockLayout(std::size_t count, int parts, std::size_t chunk_elems) : chunk_elems_(chunk_elems) {
+    const auto n = static_cast<std::size_t>(parts);
+    for (std::size_t k = 0; k < n; ++k) {
+      blocks_.push_back({k * (count / n) + std::min(k, count % n), count / n + (k < count % n)});
+    }
+    count_chunks();
+  }
+  BlockLayout(std::vector<Range> blocks, std::size_t chunk_elems)
+      : blocks_(std::move(blocks)), chunk_elems_(chunk_elems) {
+    count_chunks();
+  }
+
+  std::size_t block_start(int k) const { return blocks_[static_cast<std::size_t>(k)].offset; }
+  std::size_t block_size(int k) const { return blocks_[static_cast<std::size_t>(k)].count; }
+  // Chunks per block (the same for every block; trailing chunks of a short block are empty).
+  std::size_t chunks() const { return chunks_; }
+
   Range chunk(int block, std::size_t c) const {
     const std::size_t size = block_size(block);
     const std::size_t lo = std::min(size, c * chunk_elems_);
     const std::size_t hi = std::min(size, lo + chunk_elems_);
     return {block_start(block) + lo, hi - lo};
   }
+  // The largest chunk of any block (scratch slots are this large).
+  std::size_t max_chunk() const {
+    std::size_t largest = 0;
+    for (const auto& b : blocks_) largest = std::max(largest, b.count);
+    return std::min(largest, chunk_elems_);
+  }
 
  private:
-  std::size_t count_;
-  std::size_t parts_;
+  void count_chunks() {
+    std::size_t largest = 0;
+    for (const auto& b : blocks_) largest = std::max(largest, b.count);
+    chunks_ = std::max<std::size_t>(1, (largest + chunk_elems_ - 1) / chunk_elems_);
+  }
+
+  std::vector<Range> blocks_;
   std::size_t chunk_elems_;
-  std::size_t chunks_;
+  std::size_t chunks_ = 1;
 };
 
 // Keeps up to `depth` receives posted ahead of the unit being consumed. Units are consumed in
@@ -113,15 +127,37 @@ inline std::size_t chunk_elements(const CollectiveContext& ctx, std::size_t elem
 // chunk of `layout` (small messages need far less than a whole chunk).
 struct ScratchSlots {
   ScratchSlots(CollectiveContext& ctx, const BlockLayout& layout, std::size_t element_size)
-      : slot_bytes(layout.chunk(0, 0).count * element_size),
+      : slot_bytes(layout.max_chunk() * element_size),
         base(ctx.scratch(kPipelineDepth * slot_bytes)) {}
   // Slots at the start of scratch the caller already has (which may hold more after them).
   ScratchSlots(std::byte* scratch, const BlockLayout& layout, std::size_t element_size)
-      : slot_bytes(layout.chunk(0, 0).count * element_size), base(scratch) {}
+      : slot_bytes(layout.max_chunk() * element_size), base(scratch) {}
   std::byte* slot(std::size_t unit) const { return base + (unit % kPipelineDepth) * slot_bytes; }
   std::size_t slot_bytes;
   std::byte* base;
 };
+
+// Whole-buffer exchanges of the logarithmic algorithms (recursive doubling, trees): a buffer
+// travels in chunks of the communicator's chunk size (so that device buffers stage through
+// bounded pinned slots), chunk c of round k as step (k << kRoundShift) + c. Nothing is sent for
+// an empty buffer; both ends compute the same sizes, so they agree on what to expect.
+constexpr unsigned kRoundShift = 24;
+inline void send_chunked(CollectiveContext& ctx, int peer, std::uint64_t round,
+                         const std::byte* data, std::size_t bytes, std::vector<Transfer>& out) {
+  const std::size_t chunk = std::max<std::size_t>(1, ctx.chunk_bytes());
+  for (std::size_t at = 0, c = 0; at < bytes; at += chunk, ++c) {
+    out.push_back(ctx.send(peer, (round << kRoundShift) + c,
+                           {data + at, std::min(chunk, bytes - at)}));
+  }
+}
+inline void recv_chunked(CollectiveContext& ctx, int peer, std::uint64_t round, std::byte* data,
+                         std::size_t bytes, std::vector<Transfer>& out) {
+  const std::size_t chunk = std::max<std::size_t>(1, ctx.chunk_bytes());
+  for (std::size_t at = 0, c = 0; at < bytes; at += chunk, ++c) {
+    out.push_back(ctx.recv(peer, (round << kRoundShift) + c,
+                           {data + at, std::min(chunk, bytes - at)}));
+  }
+}
 
 // True when [a, a + a_len) and [b, b + b_len) share a byte.
 inline bool overlaps(const void* a, std::size_t a_len, const void* b, std::size_t b_len) {

@@ -23,13 +23,19 @@ std::span<std::byte> bytes_of(std::byte* base, BlockLayout::Range range, std::si
 
 void ring_allreduce(CollectiveContext& ctx, const void* send, void* recv, std::size_t count,
                     hm_dtype_t dtype, hm_op_t op) {
+  ring_allreduce(ctx, send, recv, count, dtype, op, ctx.size());
+}
+
+void ring_allreduce(CollectiveContext& ctx, const void* send, void* recv, std::size_t count,
+                    hm_dtype_t dtype, hm_op_t op, int average_over) {
   const std::size_t es = dtype_size(dtype);
   const auto* in = static_cast<const std::byte*>(send);
   auto* out = static_cast<std::byte*>(recv);
   const int n = ctx.size();
   const int r = ctx.rank();
   if (n == 1 || count == 0) {
-    ctx.copy(out, in, count * es);  // x / 1 == x for AVG
+    ctx.copy(out, in, count * es);
+    if (op == HM_AVG && average_over > 1) ctx.finalize_average(dtype, out, count, average_over);
     return;
   }
   const BlockLayout layout(count, n, chunk_elements(ctx, es));
@@ -71,7 +77,9 @@ void ring_allreduce(CollectiveContext& ctx, const void* send, void* recv, std::s
     std::byte* mine = out + range.offset * es;
     if (t < rs_steps) {
       ctx.reduce(dtype, op, mine, in + range.offset * es, scratch.slot(u), range.count);
-      if (t == rs_steps - 1 && op == HM_AVG) ctx.finalize_average(dtype, mine, range.count, n);
+      if (t == rs_steps - 1 && op == HM_AVG && average_over > 1) {
+        ctx.finalize_average(dtype, mine, range.count, average_over);
+      }
     }
     if (t + 1 < steps)
       sends.push_back(ctx.send(right, (t + 1) * chunks + c, {mine, range.count * es}));
@@ -95,11 +103,29 @@ void ring_reduce_scatter(CollectiveContext& ctx, const void* send, void* recv,
   const bool direct = recv == in + static_cast<std::size_t>(r) * block_bytes ||
                       !overlaps(recv, block_bytes, send, block_bytes * static_cast<std::size_t>(n));
   const BlockLayout layout(recvcount * static_cast<std::size_t>(n), n, chunk_elements(ctx, es));
-  const std::size_t chunks = layout.chunks();
   // Scratch holds the receive slots and, when needed, the result before it is copied out.
-  const std::size_t slots_bytes = kPipelineDepth * layout.chunk(0, 0).count * es;
+  const std::size_t slots_bytes = kPipelineDepth * layout.max_chunk() * es;
   std::byte* scratch_base = ctx.scratch(slots_bytes + (direct ? 0 : block_bytes));
   auto* out = direct ? static_cast<std::byte*>(recv) : scratch_base + slots_bytes;
+  ring_reduce_scatter_blocks(ctx, in, out, layout, dtype, op, n, scratch_base);
+  if (!direct) ctx.copy(recv, out, block_bytes);
+}
+
+void ring_reduce_scatter_blocks(CollectiveContext& ctx, const std::byte* in, std::byte* own_out,
+                                const BlockLayout& layout, hm_dtype_t dtype, hm_op_t op,
+                                int average_over, std::byte* slots) {
+  const std::size_t es = dtype_size(dtype);
+  const int n = ctx.size();
+  const int r = ctx.rank();
+  const std::size_t own_start = layout.block_start(r);
+  if (n == 1) {
+    ctx.copy(own_out, in + own_start * es, layout.block_size(r) * es);
+    if (op == HM_AVG && average_over > 1) {
+      ctx.finalize_average(dtype, own_out, layout.block_size(r), average_over);
+    }
+    return;
+  }
+  const std::size_t chunks = layout.chunks();
   const int right = ring_mod(r + 1, n);
   const int left = ring_mod(r - 1, n);
   const auto steps = static_cast<std::size_t>(n - 1);
@@ -107,7 +133,8 @@ void ring_reduce_scatter(CollectiveContext& ctx, const void* send, void* recv,
   auto send_block = [&](std::size_t t) { return ring_mod(r - static_cast<long long>(t) - 1, n); };
   auto recv_block = [&](std::size_t t) { return ring_mod(r - static_cast<long long>(t) - 2, n); };
 
-  const ScratchSlots scratch(scratch_base, layout, es);
+  const ScratchSlots scratch = slots != nullptr ? ScratchSlots(slots, layout, es)
+                                                : ScratchSlots(ctx, layout, es);
   // A partial sum is sent from its scratch slot; the slot is reused only after that send.
   std::vector<std::optional<Transfer>> slot_send(kPipelineDepth);
   std::vector<Transfer> sends;
@@ -123,7 +150,6 @@ void ring_reduce_scatter(CollectiveContext& ctx, const void* send, void* recv,
     }
     return ctx.recv(left, u, {scratch.slot(u), range.count * es});
   });
-  const std::size_t own_start = layout.block_start(r);
   for (std::size_t u = 0; u < units; ++u) {
     if (!window.wait(u)) continue;
     const std::size_t t = u / chunks;
@@ -135,16 +161,17 @@ void ring_reduce_scatter(CollectiveContext& ctx, const void* send, void* recv,
       slot_send[u % kPipelineDepth] =
           ctx.send(right, (t + 1) * chunks + c, {slot, range.count * es});
     } else {
-      std::byte* dst = out + (range.offset - own_start) * es;
+      std::byte* dst = own_out + (range.offset - own_start) * es;
       ctx.reduce(dtype, op, dst, in + range.offset * es, slot, range.count);
-      if (op == HM_AVG) ctx.finalize_average(dtype, dst, range.count, n);
+      if (op == HM_AVG && average_over > 1) {
+        ctx.finalize_average(dtype, dst, range.count, average_over);
+      }
     }
   }
   for (auto& s : slot_send) {
     if (s) ctx.wait(*s);
   }
   ctx.wait_all(sends);
-  if (!direct) ctx.copy(recv, out, block_bytes);
 }
 
 void ring_allgather(CollectiveContext& ctx, const void* send, void* recv, std::size_t sendcount,
@@ -166,20 +193,28 @@ void ring_allgather(CollectiveContext& ctx, const void* send, void* recv, std::s
       ctx.copy(own, send, block_bytes);
     }
   }
-  if (n == 1) return;
   const BlockLayout layout(sendcount * static_cast<std::size_t>(n), n, chunk_elements(ctx, es));
+  ring_allgather_blocks(ctx, out, layout, dtype);
+}
+
+void ring_allgather_blocks(CollectiveContext& ctx, std::byte* buffer, const BlockLayout& layout,
+                           hm_dtype_t dtype) {
+  const std::size_t es = dtype_size(dtype);
+  const int n = ctx.size();
+  const int r = ctx.rank();
+  if (n == 1) return;
   const std::size_t chunks = layout.chunks();
   const int right = ring_mod(r + 1, n);
   const int left = ring_mod(r - 1, n);
   const auto steps = static_cast<std::size_t>(n - 1);
   auto recv_block = [&](std::size_t t) { return ring_mod(r - static_cast<long long>(t) - 1, n); };
   std::vector<Transfer> sends;
-  send_block_chunks(ctx, right, out, layout, r, es, 0, sends);
+  send_block_chunks(ctx, right, buffer, layout, r, es, 0, sends);
   const std::size_t units = steps * chunks;
   RecvWindow window(ctx, units, kPipelineDepth, [&](std::size_t u) -> std::optional<Transfer> {
     const auto range = layout.chunk(recv_block(u / chunks), u % chunks);
     if (range.count == 0) return std::nullopt;
-    return ctx.recv(left, u, bytes_of(out, range, es));
+    return ctx.recv(left, u, bytes_of(buffer, range, es));
   });
   for (std::size_t u = 0; u < units; ++u) {
     if (!window.wait(u)) continue;
@@ -187,7 +222,7 @@ void ring_allgather(CollectiveContext& ctx, const void* send, void* recv, std::s
     const std::size_t c = u % chunks;
     if (t + 1 < steps) {
       const auto range = layout.chunk(recv_block(t), c);
-      sends.push_back(ctx.send(right, (t + 1) * chunks + c, bytes_of(out, range, es)));
+      sends.push_back(ctx.send(right, (t + 1) * chunks + c, bytes_of(buffer, range, es)));
     }
   }
   ctx.wait_all(sends);

@@ -60,6 +60,29 @@ PeerTransport Communicator::peer_transport(int peer) const {
   return {transport_name(route.kind), route.reason, impl().peer_link(peer)};
 }
 
+namespace {
+CollectiveKind kind_of(hm_collective_t collective) {
+  const auto kind = collective_from_public(collective);
+  require(kind.has_value(), "unknown collective {} (valid: 0..{})", static_cast<int>(collective),
+          HM_COLLECTIVE_COUNT - 1);
+  return *kind;
+}
+}  // namespace
+
+void Communicator::set_algorithm(hm_collective_t collective, hm_algorithm_t algorithm) {
+  const auto kind = kind_of(collective);
+  require(algorithm >= 0 && algorithm < HM_ALGORITHM_COUNT,
+          "unknown algorithm {} (valid: 0..{})", static_cast<int>(algorithm),
+          HM_ALGORITHM_COUNT - 1);
+  impl().set_algorithm(kind, static_cast<Algorithm>(algorithm));
+}
+
+AlgorithmChoice Communicator::query_algorithm(hm_collective_t collective, std::size_t count,
+                                              hm_dtype_t dtype) const {
+  const auto prediction = impl().query_algorithm(kind_of(collective), count, dtype);
+  return {static_cast<hm_algorithm_t>(prediction.algorithm), prediction.microseconds};
+}
+
 Communicator Communicator::split(int color, int key) const {
   return Communicator(impl().split(color, key));
 }

@@ -42,8 +42,68 @@ CommunicatorImpl::CommunicatorImpl(Params params)
       chunk_bytes_(params.chunk_bytes),
       transport_options_(std::move(params.transport_options)),
       topology_(std::move(params.topology)),
+      localities_(std::move(params.localities)),
+      cost_model_(CostModel::from_env()),
+      forced_(ForcedAlgorithms::from_env()),
       sent_to_(static_cast<std::size_t>(size_), 0),
-      received_from_(static_cast<std::size_t>(size_), 0) {}
+      received_from_(static_cast<std::size_t>(size_), 0) {
+  cost_model_.chunk_bytes = static_cast<double>(chunk_bytes_);
+  if (localities_.size() != static_cast<std::size_t>(size_)) {
+    localities_.assign(static_cast<std::size_t>(size_), Locality{"host", "island", "ethernet"});
+  }
+  hierarchy_ = make_hierarchy_from(localities_);
+}
+
+Hierarchy CommunicatorImpl::make_hierarchy_from(const std::vector<Locality>& localities) const {
+  std::vector<std::string> hosts;
+  std::vector<std::string> islands;
+  for (const auto& l : localities) {
+    hosts.push_back(l.host);
+    islands.push_back(l.island);
+  }
+  // Each tier's numbers follow the transport this rank uses on it (every rank chose the same
+  // kind per tier, from the same cards).
+  const Locality& here = localities[static_cast<std::size_t>(rank_)];
+  LinkCost same_host = cost_model_.shm;
+  LinkCost same_island = here.rdma() ? cost_model_.island_rdma : cost_model_.island_tcp;
+  for (int peer = 0; peer < size_; ++peer) {
+    if (peer == rank_) continue;
+    const Locality& there = localities[static_cast<std::size_t>(peer)];
+    const TransportKind kind = transport_->route(peer).kind;
+    if (there.host == here.host) {
+      same_host = kind == TransportKind::kTcp ? cost_model_.host_tcp : cost_model_.shm;
+    } else if (there.island == here.island) {
+      same_island = kind == TransportKind::kTcp ? cost_model_.island_tcp : cost_model_.island_rdma;
+    }
+  }
+  return make_hierarchy(hosts, islands, same_host, same_island, cost_model_.inter_island);
+}
+
+void CommunicatorImpl::set_algorithm(CollectiveKind kind, Algorithm algorithm) {
+  if (algorithm != Algorithm::kAuto && !algorithm_applies(kind, algorithm)) {
+    fail(HM_ERR_INVALID_ARGUMENT, "{} has no algorithm '{}'", collective_name(kind),
+         algorithm_name(algorithm));
+  }
+  std::lock_guard lock(algorithm_mutex_);
+  forced_.set(kind, algorithm);
+}
+
+Prediction CommunicatorImpl::query_algorithm(CollectiveKind kind, std::size_t count,
+                                             hm_dtype_t dtype) const {
+  require(dtype_valid(dtype), "unknown dtype {} (valid: 0..{})", static_cast<int>(dtype),
+          HM_DTYPE_COUNT - 1);
+  double bytes = static_cast<double>(count) * static_cast<double>(dtype_size(dtype));
+  if (kind == CollectiveKind::kReduceScatter || kind == CollectiveKind::kAllgather ||
+      kind == CollectiveKind::kAlltoall) {
+    bytes *= size_;
+  }
+  Algorithm forced;
+  {
+    std::lock_guard lock(algorithm_mutex_);
+    forced = forced_.get(kind);
+  }
+  return choose(hierarchy_, cost_model_, kind, bytes, forced);
+}
 
 CommunicatorImpl::~CommunicatorImpl() { close(); }
 
@@ -92,9 +152,10 @@ std::shared_ptr<CommunicatorImpl> CommunicatorImpl::create_world(const ResolvedC
     return all;
   };
   std::unique_ptr<Router> router;
+  std::vector<Locality> localities;
   std::optional<Error> failure;
   try {
-    router = wire(config.rank, config.world_size, options, gather, deadline);
+    router = wire(config.rank, config.world_size, options, gather, deadline, &localities);
   } catch (const Error& e) {
     failure = e;  // every rank finished the exchanges: leave together all the same
   }
@@ -118,6 +179,7 @@ std::shared_ptr<CommunicatorImpl> CommunicatorImpl::create_world(const ResolvedC
   params.chunk_bytes = config.chunk_bytes;
   params.transport_options = options;
   params.topology = config.topology;
+  params.localities = std::move(localities);
   return std::make_shared<CommunicatorImpl>(std::move(params));
 }
 
@@ -194,8 +256,9 @@ std::shared_ptr<CommunicatorImpl> CommunicatorImpl::split(int color, int key) {
     for (const auto& m : members) ours.push_back(all[static_cast<std::size_t>(m.parent_rank)]);
     return ours;
   };
-  auto router =
-      wire(new_rank, static_cast<int>(members.size()), options, gather, Deadline::after(timeout_));
+  std::vector<Locality> localities;
+  auto router = wire(new_rank, static_cast<int>(members.size()), options, gather,
+                     Deadline::after(timeout_), &localities);
 
   Params params;
   params.rank = new_rank;
@@ -206,6 +269,7 @@ std::shared_ptr<CommunicatorImpl> CommunicatorImpl::split(int color, int key) {
   params.chunk_bytes = chunk_bytes_;
   params.transport_options = transport_options_;
   params.topology = topology_;
+  params.localities = std::move(localities);
   return std::make_shared<CommunicatorImpl>(std::move(params));
 }
 
@@ -294,31 +358,24 @@ void CommunicatorImpl::poison(hm_status_t status, const std::string& message) no
 void CommunicatorImpl::execute(const CollectiveCall& call, std::uint64_t sequence,
                                DeviceMemory* device) {
   check_usable();
+  // The split exchanges always take the plain ring: they run before anything else is agreed.
+  const Algorithm algorithm =
+      call.kind == CollectiveKind::kSplit
+          ? Algorithm::kRing
+          : query_algorithm(call.kind, call.count, call.dtype).algorithm;
+  // The algorithm is part of the signature: ranks that chose differently (a different
+  // HOLMES_ALGO or cost numbers) fail with HM_ERR_MISMATCH where their messages meet.
   const auto signature =
-      collective_signature(call.kind, call.count, call.dtype, call.op, call.root);
+      collective_signature(call.kind, call.count, call.dtype, call.op, call.root) ^
+      (static_cast<std::uint32_t>(algorithm) * 0x9e3779b9u);
   CollectiveContext ctx(
       *transport_, rank_, size_, sequence, signature, timeout_, chunk_bytes_,
-      fmt::format("{} #{} on rank {}", collective_name(call.kind), sequence, rank_),
+      fmt::format("{} #{} ({}) on rank {}", collective_name(call.kind), sequence,
+                  algorithm_name(algorithm), rank_),
       CollectiveResources{&scratch_, &progress_, device,
                           device != nullptr ? &staging(*device) : nullptr});
   try {
-    switch (call.kind) {
-      case CollectiveKind::kAllreduce:
-        return ring_allreduce(ctx, call.send, call.recv, call.count, call.dtype, call.op);
-      case CollectiveKind::kReduceScatter:
-        return ring_reduce_scatter(ctx, call.send, call.recv, call.count, call.dtype, call.op);
-      case CollectiveKind::kAllgather:
-      case CollectiveKind::kSplit:
-        return ring_allgather(ctx, call.send, call.recv, call.count, call.dtype);
-      case CollectiveKind::kBroadcast:
-        return chain_broadcast(ctx, call.recv, call.count, call.dtype, call.root);
-      case CollectiveKind::kReduce:
-        return chain_reduce(ctx, call.send, call.recv, call.count, call.dtype, call.op, call.root);
-      case CollectiveKind::kAlltoall:
-        return pairwise_alltoall(ctx, call.send, call.recv, call.count, call.dtype);
-      case CollectiveKind::kBarrier:
-        return dissemination_barrier(ctx);
-    }
+    run(ctx, call, algorithm);
   } catch (const Error& e) {
     poison(e.status(), e.what());
     throw;
@@ -326,6 +383,71 @@ void CommunicatorImpl::execute(const CollectiveCall& call, std::uint64_t sequenc
     poison(HM_ERR_OUT_OF_MEMORY, "out of memory");
     throw Error(HM_ERR_OUT_OF_MEMORY,
                 fmt::format("{}: out of memory for scratch buffers", collective_name(call.kind)));
+  }
+}
+
+void CommunicatorImpl::run(CollectiveContext& ctx, const CollectiveCall& call,
+                           Algorithm algorithm) {
+  const Hierarchy& h = hierarchy_;
+  // Rings and chains follow the island-grouped order, crossing each slow tier the fewest times.
+  auto ordered = [&] { return ctx.view(h.ring_order, 0); };
+  const auto position_of = [&](int rank) {
+    return static_cast<int>(std::find(h.ring_order.begin(), h.ring_order.end(), rank) -
+                            h.ring_order.begin());
+  };
+  switch (call.kind) {
+    case CollectiveKind::kAllreduce:
+      switch (algorithm) {
+        case Algorithm::kRecursiveDoubling:
+          return recursive_doubling_allreduce(ctx, call.send, call.recv, call.count, call.dtype,
+                                              call.op, size_);
+        case Algorithm::kHalvingDoubling:
+          return halving_doubling_allreduce(ctx, call.send, call.recv, call.count, call.dtype,
+                                            call.op, size_);
+        case Algorithm::kHierarchical:
+          return hierarchical_allreduce(ctx, h, cost_model_, call.send, call.recv, call.count,
+                                        call.dtype, call.op);
+        default: {
+          auto ring = ordered();
+          return ring_allreduce(ring, call.send, call.recv, call.count, call.dtype, call.op);
+        }
+      }
+    case CollectiveKind::kReduceScatter:
+      return ring_reduce_scatter(ctx, call.send, call.recv, call.count, call.dtype, call.op);
+    case CollectiveKind::kAllgather:
+    case CollectiveKind::kSplit:
+      return ring_allgather(ctx, call.send, call.recv, call.count, call.dtype);
+    case CollectiveKind::kBroadcast:
+      switch (algorithm) {
+        case Algorithm::kTree:
+          return tree_broadcast(ctx, call.recv, call.count, call.dtype, call.root);
+        case Algorithm::kHierarchical:
+          return hierarchical_broadcast(ctx, h, cost_model_, call.recv, call.count, call.dtype,
+                                        call.root);
+        default: {
+          auto chain = ordered();
+          return chain_broadcast(chain, call.recv, call.count, call.dtype,
+                                 position_of(call.root));
+        }
+      }
+    case CollectiveKind::kReduce:
+      switch (algorithm) {
+        case Algorithm::kTree:
+          return tree_reduce(ctx, call.send, call.recv, call.count, call.dtype, call.op,
+                             call.root, size_);
+        case Algorithm::kHierarchical:
+          return hierarchical_reduce(ctx, h, cost_model_, call.send, call.recv, call.count,
+                                     call.dtype, call.op, call.root);
+        default: {
+          auto chain = ordered();
+          return chain_reduce(chain, call.send, call.recv, call.count, call.dtype, call.op,
+                              position_of(call.root), size_);
+        }
+      }
+    case CollectiveKind::kAlltoall:
+      return pairwise_alltoall(ctx, call.send, call.recv, call.count, call.dtype);
+    case CollectiveKind::kBarrier:
+      return dissemination_barrier(ctx);
   }
 }
 

@@ -17,12 +17,15 @@
 #include <string>
 #include <vector>
 
+#include "collectives/algorithm.hpp"
 #include "collectives/context.hpp"
+#include "collectives/tuning.hpp"
 #include "collectives/device_memory.hpp"
 #include "collectives/staging.hpp"
 #include "communicator/config.hpp"
 #include "communicator/op_queue.hpp"
 #include "core/completion.hpp"
+#include "topology/locality.hpp"
 #include "transports/options.hpp"
 #include "transports/router.hpp"
 
@@ -63,6 +66,7 @@ class CommunicatorImpl : public std::enable_shared_from_this<CommunicatorImpl> {
     std::size_t chunk_bytes = kDefaultChunkBytes;
     TransportOptions transport_options;  // split communicators create theirs the same way
     std::optional<std::string> topology;
+    std::vector<Locality> localities;  // every rank's, index = rank
   };
 
   explicit CommunicatorImpl(Params params);
@@ -96,6 +100,12 @@ class CommunicatorImpl : public std::enable_shared_from_this<CommunicatorImpl> {
   void close() noexcept;
   hm_status_t async_error() const;
 
+  // Forces an algorithm for one collective (kAuto: back to the cost model); throws
+  // HM_ERR_INVALID_ARGUMENT when the collective does not have it.
+  void set_algorithm(CollectiveKind kind, Algorithm algorithm);
+  // What a call would run with and the predicted time (bytes: the whole buffer).
+  Prediction query_algorithm(CollectiveKind kind, std::size_t count, hm_dtype_t dtype) const;
+
  private:
   void validate(const CollectiveCall& call) const;
   // The device memory the call's buffers live in, or nullptr for host memory. Throws
@@ -105,6 +115,8 @@ class CommunicatorImpl : public std::enable_shared_from_this<CommunicatorImpl> {
   // Every rank's string, through this communicator (two collectives).
   std::vector<std::string> allgather_strings(const std::string& mine);
   void execute(const CollectiveCall& call, std::uint64_t sequence, DeviceMemory* device);
+  void run(CollectiveContext& ctx, const CollectiveCall& call, Algorithm algorithm);
+  Hierarchy make_hierarchy_from(const std::vector<Locality>& localities) const;
   void check_usable() const;
   // Records the first failure and closes the transport so no buffer is touched afterwards.
   void poison(hm_status_t status, const std::string& message) noexcept;
@@ -117,6 +129,11 @@ class CommunicatorImpl : public std::enable_shared_from_this<CommunicatorImpl> {
   std::size_t chunk_bytes_;
   TransportOptions transport_options_;
   std::optional<std::string> topology_;
+  std::vector<Locality> localities_;
+  CostModel cost_model_;
+  Hierarchy hierarchy_;
+  mutable std::mutex algorithm_mutex_;
+  ForcedAlgorithms forced_;  // HOLMES_ALGO, then hm_comm_set_algorithm
 
   std::uint64_t next_sequence_ = 0;  // collectives issued so far (same on every rank)
   std::uint64_t splits_ = 0;

@@ -44,7 +44,8 @@ std::string describe(const std::vector<Route>& routes, int rank, const Locality&
 }  // namespace
 
 std::unique_ptr<Router> wire(int rank, int size, const TransportOptions& options,
-                             const GatherStrings& gather, const Deadline& deadline) {
+                             const GatherStrings& gather, const Deadline& deadline,
+                             std::vector<Locality>* localities) {
   const auto n = static_cast<std::size_t>(size);
   const auto me = static_cast<std::size_t>(rank);
   // Failures before the exchanges end are carried through them, so that every rank fails at
@@ -176,6 +177,12 @@ std::unique_ptr<Router> wire(int rank, int size, const TransportOptions& options
     }
   }
   routes[me] = {TransportKind::kTcp, "this rank"};
+  if (localities != nullptr) {
+    localities->clear();
+    for (std::size_t p = 0; p < n; ++p) {
+      localities->push_back(p == me ? card.locality : cards[p]->locality);
+    }
+  }
   HM_LOG_INFO("{}", describe(routes, rank, card.locality));
   auto router = std::make_unique<Router>(rank, std::move(transports), routes, addresses);
   if (size <= kEagerConnectMaxRanks) {

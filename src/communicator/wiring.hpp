@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "core/clock.hpp"
+#include "topology/locality.hpp"
 #include "transports/options.hpp"
 #include "transports/router.hpp"
 
@@ -27,7 +28,9 @@ using GatherStrings = std::function<std::vector<std::string>(const std::string& 
 // communicator but share the exchange medium make the same number of empty calls).
 constexpr int kWiringExchanges = 2;
 
+// `localities`, when given, receives every rank's locality (index = rank).
 std::unique_ptr<Router> wire(int rank, int size, const TransportOptions& options,
-                             const GatherStrings& gather, const Deadline& deadline);
+                             const GatherStrings& gather, const Deadline& deadline,
+                             std::vector<Locality>* localities = nullptr);
 
 }  // namespace holmes::detail

@@ -1,0 +1,358 @@
+#include "collectives/tuning.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <map>
+#include <string>
+
+#include "core/env.hpp"
+#include "core/status.hpp"
+
+namespace holmes {
+namespace {
+
+constexpr double kInfinity = std::numeric_limits<double>::infinity();
+
+// "latency_us,GB/s" -> LinkCost; both positive and finite.
+LinkCost parse_link(const char* variable, const std::string& text) {
+  const auto comma = text.find(',');
+  double latency = -1;
+  double bandwidth = -1;
+  try {
+    if (comma != std::string::npos) {
+      std::size_t used = 0;
+      latency = std::stod(text.substr(0, comma), &used);
+      if (used != comma) latency = -1;
+      const std::string rest = text.substr(comma + 1);
+      bandwidth = std::stod(rest, &used);
+      if (used != rest.size()) bandwidth = -1;
+    }
+  } catch (const std::exception&) {
+    latency = -1;
+  }
+  if (!(latency >= 0 && std::isfinite(latency) && bandwidth > 0 && std::isfinite(bandwidth))) {
+    fail(HM_ERR_INVALID_ARGUMENT,
+         "{}='{}': expected latency_us,GB/s with a latency >= 0 and a bandwidth > 0 (e.g. "
+         "100,1.25)",
+         variable, text);
+  }
+  return {latency, bandwidth};
+}
+
+double log2_ceil(int n) {
+  int rounds = 0;
+  while ((1 << rounds) < n) ++rounds;
+  return rounds;
+}
+
+int floor_power_of_two(int n) {
+  int p = 1;
+  while (p * 2 <= n) p *= 2;
+  return p;
+}
+
+// The worst latency and bandwidth among a set of links.
+struct Worst {
+  double latency_us = 0;
+  double gbytes_per_s = kInfinity;
+  void add(const LinkCost& link) {
+    latency_us = std::max(latency_us, link.latency_us);
+    gbytes_per_s = std::min(gbytes_per_s, link.gbytes_per_s);
+  }
+  LinkCost cost() const { return {latency_us, std::isfinite(gbytes_per_s) ? gbytes_per_s : 1e9}; }
+};
+
+struct Shape {
+  int n = 1;
+  int islands = 1;
+  int largest_island = 1;
+  int smallest_island = 1;
+  LinkCost ring;      // worst link of the ring order
+  LinkCost any;       // worst link between any two ranks
+  LinkCost intra;     // worst link inside an island
+  LinkCost lane;      // a lane's share of the inter-island link
+};
+
+Shape shape_of(const Hierarchy& h, const CostModel& model) {
+  Shape s;
+  s.n = h.size();
+  s.islands = static_cast<int>(h.islands.size());
+  s.largest_island = 0;
+  s.smallest_island = s.n;
+  for (const auto& island : h.islands) {
+    s.largest_island = std::max(s.largest_island, static_cast<int>(island.size()));
+    s.smallest_island = std::min(s.smallest_island, static_cast<int>(island.size()));
+  }
+  Worst ring;
+  for (int i = 0; i < s.n && s.n > 1; ++i) {
+    ring.add(h.link(h.ring_order[static_cast<std::size_t>(i)],
+                    h.ring_order[static_cast<std::size_t>((i + 1) % s.n)]));
+  }
+  s.ring = ring.cost();
+  // Tiers present: two ranks on one host, two hosts in one island, two islands.
+  bool shared_host = false;
+  bool shared_island = false;
+  for (std::size_t i = 0; i < h.islands.size(); ++i) {
+    if (h.max_ranks_per_host(static_cast<int>(i)) > 1) shared_host = true;
+    const auto& members = h.islands[i];
+    for (std::size_t k = 1; k < members.size(); ++k) {
+      if (h.host[static_cast<std::size_t>(members[k])] !=
+          h.host[static_cast<std::size_t>(members[0])]) {
+        shared_island = true;
+      }
+    }
+  }
+  Worst intra;
+  if (shared_host) intra.add(h.same_host);
+  if (shared_island) intra.add(h.same_island);
+  s.intra = intra.cost();
+  Worst any = intra;
+  if (s.islands > 1) any.add(h.other_island);
+  s.any = any.cost();
+  // Lanes of one host share its uplink to the other islands.
+  int sharing = 1;
+  for (std::size_t i = 0; i < h.islands.size(); ++i) {
+    sharing = std::max(sharing, std::min(s.smallest_island, h.max_ranks_per_host(static_cast<int>(i))));
+  }
+  s.lane = {h.other_island.latency_us, h.other_island.gbytes_per_s / sharing};
+  (void)model;
+  return s;
+}
+
+double chunks_of(const CostModel& model, double bytes, double chunk_bytes) {
+  (void)model;
+  return std::max(1.0, std::ceil(bytes / chunk_bytes));
+}
+
+// Pipelined ring allreduce over n ranks whose slowest link is `link`.
+double ring_allreduce_us(const CostModel& m, int n, double bytes, const LinkCost& link,
+                         double chunk_bytes) {
+  if (n <= 1) return 0;
+  const double block = bytes / n;
+  const double steps = 2.0 * (n - 1);
+  return steps * (link.latency_us + chunks_of(m, block, chunk_bytes) * m.chunk_overhead_us) +
+         steps * link.transfer_us(block) + (n - 1) * block / (m.reduce_gbytes_per_s * 1e3);
+}
+
+double fold_us(const CostModel& m, int n, double bytes, const LinkCost& link, double chunk_bytes) {
+  if (n == floor_power_of_two(n)) return 0;
+  return 2 * (link.latency_us + chunks_of(m, bytes, chunk_bytes) * m.chunk_overhead_us +
+              link.transfer_us(bytes)) +
+         bytes / (m.reduce_gbytes_per_s * 1e3);
+}
+
+double rd_allreduce_us(const CostModel& m, int n, double bytes, const LinkCost& link,
+                       double chunk_bytes) {
+  if (n <= 1) return 0;
+  const int p2 = floor_power_of_two(n);
+  const double rounds = log2_ceil(p2);
+  return rounds * (link.latency_us + chunks_of(m, bytes, chunk_bytes) * m.chunk_overhead_us +
+                   link.transfer_us(bytes) + bytes / (m.reduce_gbytes_per_s * 1e3)) +
+         fold_us(m, n, bytes, link, chunk_bytes);
+}
+
+double rhd_allreduce_us(const CostModel& m, int n, double bytes, const LinkCost& link,
+                        double chunk_bytes) {
+  if (n <= 1) return 0;
+  const int p2 = floor_power_of_two(n);
+  const double rounds = log2_ceil(p2);
+  const double moved = (p2 - 1.0) / p2 * bytes;
+  return 2 * rounds * link.latency_us +
+         2 * chunks_of(m, moved, chunk_bytes) * m.chunk_overhead_us + 2 * link.transfer_us(moved) +
+         moved / (m.reduce_gbytes_per_s * 1e3) + fold_us(m, n, bytes, link, chunk_bytes);
+}
+
+double chain_us(const CostModel& m, int n, double bytes, const LinkCost& link, double chunk_bytes,
+                bool reduces) {
+  if (n <= 1) return 0;
+  const double chunks = chunks_of(m, bytes, chunk_bytes);
+  const double chunk = bytes / chunks;
+  double stage = link.latency_us + m.chunk_overhead_us + link.transfer_us(chunk);
+  if (reduces) stage += chunk / (m.reduce_gbytes_per_s * 1e3);
+  return (n - 1 + chunks - 1) * stage;
+}
+
+double tree_us(const CostModel& m, int n, double bytes, const LinkCost& link, double chunk_bytes,
+               bool reduces) {
+  if (n <= 1) return 0;
+  double round = link.latency_us + chunks_of(m, bytes, chunk_bytes) * m.chunk_overhead_us +
+                 link.transfer_us(bytes);
+  if (reduces) round += bytes / (m.reduce_gbytes_per_s * 1e3);
+  return log2_ceil(n) * round;
+}
+
+double rooted_us(const CostModel& m, int n, double bytes, const LinkCost& link,
+                 double chunk_bytes, bool reduces) {
+  return std::min(chain_us(m, n, bytes, link, chunk_bytes, reduces),
+                  tree_us(m, n, bytes, link, chunk_bytes, reduces));
+}
+
+}  // namespace
+
+CostModel CostModel::from_env() {
+  CostModel model;
+  const std::pair<const char*, LinkCost*> tiers[] = {
+      {"HOLMES_COST_SHM", &model.shm},
+      {"HOLMES_COST_HOST_TCP", &model.host_tcp},
+      {"HOLMES_COST_ISLAND_RDMA", &model.island_rdma},
+      {"HOLMES_COST_ISLAND_TCP", &model.island_tcp},
+      {"HOLMES_COST_INTER_ISLAND", &model.inter_island},
+  };
+  for (const auto& [variable, link] : tiers) {
+    if (auto text = env_string(variable)) *link = parse_link(variable, *text);
+  }
+  if (auto text = env_string("HOLMES_COST_REDUCE_GBPS")) {
+    const LinkCost parsed = parse_link("HOLMES_COST_REDUCE_GBPS", "0," + *text);
+    model.reduce_gbytes_per_s = parsed.gbytes_per_s;
+  }
+  return model;
+}
+
+int Hierarchy::max_ranks_per_host(int island_index) const {
+  std::map<int, int> per_host;
+  int most = 0;
+  for (int r : islands[static_cast<std::size_t>(island_index)]) {
+    most = std::max(most, ++per_host[host[static_cast<std::size_t>(r)]]);
+  }
+  return most;
+}
+
+Hierarchy make_hierarchy(const std::vector<std::string>& hosts,
+                         const std::vector<std::string>& islands, const LinkCost& same_host,
+                         const LinkCost& same_island, const LinkCost& other_island) {
+  Hierarchy h;
+  h.same_host = same_host;
+  h.same_island = same_island;
+  h.other_island = other_island;
+  const std::size_t n = hosts.size();
+  std::map<std::string, int> host_index;
+  std::map<std::string, int> island_index;
+  for (std::size_t r = 0; r < n; ++r) {
+    h.host.push_back(host_index.emplace(hosts[r], static_cast<int>(host_index.size())).first->second);
+    h.island.push_back(
+        island_index.emplace(islands[r], static_cast<int>(island_index.size())).first->second);
+  }
+  h.islands.resize(island_index.size());
+  // Within an island, hosts in order of their first rank, and ranks in order within a host.
+  for (std::size_t i = 0; i < h.islands.size(); ++i) {
+    std::vector<int> hosts_seen;
+    for (std::size_t r = 0; r < n; ++r) {
+      if (h.island[r] == static_cast<int>(i) &&
+          std::find(hosts_seen.begin(), hosts_seen.end(), h.host[r]) == hosts_seen.end()) {
+        hosts_seen.push_back(h.host[r]);
+      }
+    }
+    for (int host : hosts_seen) {
+      for (std::size_t r = 0; r < n; ++r) {
+        if (h.island[r] == static_cast<int>(i) && h.host[r] == host) {
+          h.islands[i].push_back(static_cast<int>(r));
+        }
+      }
+    }
+    h.ring_order.insert(h.ring_order.end(), h.islands[i].begin(), h.islands[i].end());
+  }
+  return h;
+}
+
+double predict(const Hierarchy& h, const CostModel& m, CollectiveKind kind, Algorithm algorithm,
+               double bytes) {
+  if (!algorithm_applies(kind, algorithm)) return kInfinity;
+  const Shape s = shape_of(h, m);
+  const double chunk = m.chunk_bytes;
+  const int n = s.n;
+  if (n <= 1) return 0;
+  const double reduce_us_per_byte = 1.0 / (m.reduce_gbytes_per_s * 1e3);
+  switch (kind) {
+    case CollectiveKind::kAllreduce:
+      switch (algorithm) {
+        case Algorithm::kRing:
+          return ring_allreduce_us(m, n, bytes, s.ring, chunk);
+        case Algorithm::kRecursiveDoubling:
+          return rd_allreduce_us(m, n, bytes, s.any, chunk);
+        case Algorithm::kHalvingDoubling:
+          return rhd_allreduce_us(m, n, bytes, s.any, chunk);
+        case Algorithm::kHierarchical: {
+          // Reduce-scatter and allgather inside the islands in shards of 1/M, the shards
+          // allreduced across islands by lanes of one rank per island.
+          const double shard = bytes / s.smallest_island;
+          const double intra_steps = s.largest_island - 1.0;
+          double t = 2 * intra_steps *
+                         (s.intra.latency_us +
+                          chunks_of(m, shard, chunk) * m.chunk_overhead_us +
+                          s.intra.transfer_us(shard)) +
+                     intra_steps * shard * reduce_us_per_byte;
+          if (s.islands > 1) {
+            t += std::min(ring_allreduce_us(m, s.islands, shard, s.lane, chunk),
+                          rd_allreduce_us(m, s.islands, shard, s.lane, chunk));
+          }
+          return t;
+        }
+        default:
+          return kInfinity;
+      }
+    case CollectiveKind::kBroadcast:
+    case CollectiveKind::kReduce: {
+      const bool reduces = kind == CollectiveKind::kReduce;
+      switch (algorithm) {
+        case Algorithm::kChain:
+          return chain_us(m, n, bytes, s.ring, chunk, reduces);
+        case Algorithm::kTree:
+          return tree_us(m, n, bytes, s.any, chunk, reduces);
+        case Algorithm::kHierarchical:
+          return rooted_us(m, s.islands, bytes, h.other_island, chunk, reduces) +
+                 rooted_us(m, s.largest_island, bytes, s.intra, chunk, reduces);
+        default:
+          return kInfinity;
+      }
+    }
+    case CollectiveKind::kReduceScatter:
+    case CollectiveKind::kAllgather:
+    case CollectiveKind::kSplit: {
+      const double block = bytes / n;
+      double t = (n - 1) * (s.ring.latency_us + chunks_of(m, block, chunk) * m.chunk_overhead_us +
+                            s.ring.transfer_us(block));
+      if (kind == CollectiveKind::kReduceScatter) t += (n - 1) * block * reduce_us_per_byte;
+      return t;
+    }
+    case CollectiveKind::kAlltoall:
+      return (n - 1) * (s.any.latency_us + m.chunk_overhead_us) +
+             s.any.transfer_us((n - 1.0) / n * bytes);
+    case CollectiveKind::kBarrier:
+      return log2_ceil(n) * (s.any.latency_us + m.chunk_overhead_us);
+  }
+  return kInfinity;
+}
+
+Algorithm choose_lane_allreduce(const CostModel& model, int ranks, double bytes,
+                                const LinkCost& link) {
+  return rd_allreduce_us(model, ranks, bytes, link, model.chunk_bytes) <
+                 ring_allreduce_us(model, ranks, bytes, link, model.chunk_bytes)
+             ? Algorithm::kRecursiveDoubling
+             : Algorithm::kRing;
+}
+
+Algorithm choose_rooted(const CostModel& model, int ranks, double bytes, const LinkCost& link,
+                        bool reduces) {
+  return tree_us(model, ranks, bytes, link, model.chunk_bytes, reduces) <
+                 chain_us(model, ranks, bytes, link, model.chunk_bytes, reduces)
+             ? Algorithm::kTree
+             : Algorithm::kChain;
+}
+
+Prediction choose(const Hierarchy& h, const CostModel& model, CollectiveKind kind, double bytes,
+                  Algorithm forced) {
+  if (forced != Algorithm::kAuto && algorithm_applies(kind, forced)) {
+    return {forced, predict(h, model, kind, forced, bytes)};
+  }
+  Prediction best{algorithms_for(kind).front(), kInfinity};
+  for (auto algorithm : algorithms_for(kind)) {
+    // Hierarchical equals the flat algorithms with one island; keep those then.
+    if (algorithm == Algorithm::kHierarchical && h.islands.size() < 2) continue;
+    const double t = predict(h, model, kind, algorithm, bytes);
+    if (t < best.microseconds) best = {algorithm, t};
+  }
+  return best;
+}
+
+}  // namespace holmes

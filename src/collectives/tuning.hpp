@@ -1,0 +1,98 @@
+// The cost model: how long each algorithm takes for a message size on this communicator's
+// links, and the choice of the fastest. All of it is here, in one place (as NCCL keeps its
+// model in tuning.cc), so that the numbers can be read, questioned and calibrated together.
+//
+// Links fall in tiers by where the two ranks sit (same host, same island, other island) and by
+// the transport between them; each tier has an alpha (latency per message, microseconds) and a
+// beta (bandwidth, GB/s). An algorithm's time is the sum over its steps of alpha plus the bytes
+// of the step over the bandwidth of the slowest link the step uses, plus the bytes it reduces
+// over the reduction speed. Links that share one host's uplink share its bandwidth.
+//
+// Every rank computes the same choice from the same inputs (the ranks' localities, exchanged
+// at creation, and the tier numbers); the chosen algorithm is part of each message's signature,
+// so ranks configured differently fail with HM_ERR_MISMATCH instead of corrupting data.
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <vector>
+
+#include "collectives/algorithm.hpp"
+#include "collectives/context.hpp"
+
+namespace holmes {
+
+struct LinkCost {
+  double latency_us = 0;
+  double gbytes_per_s = 1;
+  // Microseconds to move `bytes` over the link once its latency is paid.
+  double transfer_us(double bytes) const { return bytes / (gbytes_per_s * 1e3); }
+};
+
+// Tier numbers. Defaults are nominal figures for the hardware each tier stands for; every one
+// can be set with HOLMES_COST_<TIER>="latency_us,GB/s" (e.g. HOLMES_COST_INTER_ISLAND=100,0.125)
+// and HOLMES_COST_REDUCE_GBPS. The topology file and init probes of later issues fill these.
+struct CostModel {
+  LinkCost shm{10, 4.0};             // same host, shared memory
+  LinkCost host_tcp{40, 1.0};        // same host over loopback tcp (forced)
+  LinkCost island_rdma{5, 12.0};     // hosts of one RDMA island (ucx, verbs): ~100 Gbit/s
+  LinkCost island_tcp{50, 1.25};     // hosts of one island over tcp: ~10 Gbit/s
+  LinkCost inter_island{100, 1.25};  // between islands: ~10 Gbit/s Ethernet
+  double reduce_gbytes_per_s = 3.0;  // CPU reduction, bytes of the result per second
+  double chunk_overhead_us = 10;     // per chunk handed through a pipeline stage
+  double chunk_bytes = 512 << 10;    // the communicator's pipeline chunk
+
+  // Defaults overridden by HOLMES_COST_*; throws HM_ERR_INVALID_ARGUMENT naming a bad variable.
+  static CostModel from_env();
+};
+
+// Where each rank of a communicator sits, as the cost model and the hierarchical algorithms
+// need it.
+struct Hierarchy {
+  std::vector<int> host;    // host index of each rank (0, 1, ... in order of first rank)
+  std::vector<int> island;  // island index of each rank
+  // Ranks of each island, grouped by host, in rank order within a host.
+  std::vector<std::vector<int>> islands;
+  // The ring order the flat ring uses: islands one after the other, hosts together, so that
+  // the ring crosses each slower tier as few times as possible.
+  std::vector<int> ring_order;
+  // The tier of links between hosts of one island, and whether hosts share shared memory.
+  LinkCost same_host;
+  LinkCost same_island;
+  LinkCost other_island;
+
+  int size() const { return static_cast<int>(host.size()); }
+  const LinkCost& link(int a, int b) const {
+    return host[a] == host[b] ? same_host : island[a] == island[b] ? same_island : other_island;
+  }
+  // Ranks on the busiest host of island `i`.
+  int max_ranks_per_host(int island_index) const;
+};
+
+// Builds the hierarchy from each rank's host and island names (index = rank) and the tier
+// numbers of the transports this communicator uses for each tier.
+Hierarchy make_hierarchy(const std::vector<std::string>& hosts,
+                         const std::vector<std::string>& islands, const LinkCost& same_host,
+                         const LinkCost& same_island, const LinkCost& other_island);
+
+struct Prediction {
+  Algorithm algorithm = Algorithm::kAuto;
+  double microseconds = 0;
+};
+
+// Predicted time of `algorithm` for `kind` moving `bytes` (the whole buffer: for allgather and
+// reduce_scatter the concatenation of all ranks' blocks). Infinity where it does not apply.
+double predict(const Hierarchy& h, const CostModel& model, CollectiveKind kind,
+               Algorithm algorithm, double bytes);
+
+// The fastest applicable algorithm for `kind`, or `forced` with its prediction.
+Prediction choose(const Hierarchy& h, const CostModel& model, CollectiveKind kind, double bytes,
+                  Algorithm forced = Algorithm::kAuto);
+
+// Inner choices of the hierarchical algorithms, for `ranks` ranks joined by `link`.
+Algorithm choose_lane_allreduce(const CostModel& model, int ranks, double bytes,
+                                const LinkCost& link);
+Algorithm choose_rooted(const CostModel& model, int ranks, double bytes, const LinkCost& link,
+                        bool reduces);
+
+}  // namespace holmes
