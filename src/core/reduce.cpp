@@ -6,6 +6,7 @@
 #include <type_traits>
 
 #include "core/dtype.hpp"
+#include "core/reduce_avx2.hpp"
 #include "core/status.hpp"
 
 namespace holmes {
@@ -104,12 +105,9 @@ void divide_half(std::uint16_t* data, std::size_t count, int nranks) {
   for (std::size_t i = 0; i < count; ++i) data[i] = Narrow(Widen(data[i]) / divisor);
 }
 
-}  // namespace
-
-void reduce(hm_dtype_t dtype, hm_op_t op, void* dst, const void* a, const void* b,
-            std::size_t count) {
-  // Checked up front so that every dtype refuses a bad op, even with nothing to reduce.
-  require(op_valid(op), "unknown reduction op {}", static_cast<int>(op));
+// The portable kernels: they define the results every other instruction set reproduces.
+void reduce_portable(hm_dtype_t dtype, hm_op_t op, void* dst, const void* a, const void* b,
+                     std::size_t count) {
   switch (dtype) {
     case HM_INT8:
       return reduce_typed(op, static_cast<std::int8_t*>(dst), static_cast<const std::int8_t*>(a),
@@ -150,8 +148,7 @@ void reduce(hm_dtype_t dtype, hm_op_t op, void* dst, const void* a, const void* 
   }
 }
 
-void finalize_average(hm_dtype_t dtype, void* data, std::size_t count, int nranks) {
-  require(nranks > 0, "average over {} ranks", nranks);
+void finalize_average_portable(hm_dtype_t dtype, void* data, std::size_t count, int nranks) {
   switch (dtype) {
     case HM_INT8:
       return divide_typed(static_cast<std::int8_t*>(data), count, nranks);
@@ -177,6 +174,101 @@ void finalize_average(hm_dtype_t dtype, void* data, std::size_t count, int nrank
       return divide_typed(static_cast<double*>(data), count, nranks);
     default:
       fail(HM_ERR_INVALID_ARGUMENT, "unknown dtype {}", static_cast<int>(dtype));
+  }
+}
+
+void require_runnable(ReduceIsa isa) {
+  if (!reduce_isa_supported(isa)) {
+    fail(HM_ERR_UNSUPPORTED, "this CPU cannot run the {} reduction kernels", reduce_isa_name(isa));
+  }
+}
+
+// Checked up front so that every dtype refuses a bad op, even with nothing to reduce.
+void validate(hm_dtype_t dtype, hm_op_t op) {
+  require(op_valid(op), "unknown reduction op {}", static_cast<int>(op));
+  require(dtype_valid(dtype), "unknown dtype {}", static_cast<int>(dtype));
+}
+
+void reduce_on(ReduceIsa isa, hm_dtype_t dtype, hm_op_t op, void* dst, const void* a, const void* b,
+               std::size_t count) {
+  validate(dtype, op);
+#if HOLMES_HAVE_AVX2_KERNELS
+  if (isa == ReduceIsa::kAvx2) return avx2::reduce(dtype, op, dst, a, b, count);
+#endif
+  reduce_portable(dtype, op, dst, a, b, count);
+}
+
+bool is_half(hm_dtype_t dtype) { return dtype == HM_FLOAT16 || dtype == HM_BFLOAT16; }
+bool is_float(hm_dtype_t dtype) {
+  return is_half(dtype) || dtype == HM_FLOAT32 || dtype == HM_FLOAT64;
+}
+
+void finalize_average_on(ReduceIsa isa, hm_dtype_t dtype, void* data, std::size_t count,
+                         int nranks) {
+  require(nranks > 0, "average over {} ranks", nranks);
+  require(dtype_valid(dtype), "unknown dtype {}", static_cast<int>(dtype));
+#if HOLMES_HAVE_AVX2_KERNELS
+  // Integer division has no vector instruction; integers always take the portable loop.
+  if (isa == ReduceIsa::kAvx2 && is_float(dtype)) {
+    return avx2::finalize_average(dtype, data, count, nranks);
+  }
+#endif
+  finalize_average_portable(dtype, data, count, nranks);
+}
+
+}  // namespace
+
+void reduce(hm_dtype_t dtype, hm_op_t op, void* dst, const void* a, const void* b,
+            std::size_t count) {
+  reduce_on(reduce_isa(), dtype, op, dst, a, b, count);
+}
+
+void finalize_average(hm_dtype_t dtype, void* data, std::size_t count, int nranks) {
+  finalize_average_on(reduce_isa(), dtype, data, count, nranks);
+}
+
+void reduce(ReduceIsa isa, hm_dtype_t dtype, hm_op_t op, void* dst, const void* a, const void* b,
+            std::size_t count) {
+  require_runnable(isa);
+  reduce_on(isa, dtype, op, dst, a, b, count);
+}
+
+void finalize_average(ReduceIsa isa, hm_dtype_t dtype, void* data, std::size_t count, int nranks) {
+  require_runnable(isa);
+  finalize_average_on(isa, dtype, data, count, nranks);
+}
+
+void widen_to_float(ReduceIsa isa, hm_dtype_t dtype, std::span<const std::uint16_t> in,
+                    std::span<float> out) {
+  require_runnable(isa);
+  require(is_half(dtype), "{} is not a half-precision dtype", dtype_name(dtype));
+  require(in.size() == out.size(), "converting {} elements into {}", in.size(), out.size());
+  const bool bf16 = dtype == HM_BFLOAT16;
+#if HOLMES_HAVE_AVX2_KERNELS
+  if (isa == ReduceIsa::kAvx2) {
+    return bf16 ? avx2::bfloat16_to_float(in.data(), out.data(), in.size())
+                : avx2::half_to_float(in.data(), out.data(), in.size());
+  }
+#endif
+  for (std::size_t i = 0; i < in.size(); ++i) {
+    out[i] = bf16 ? bfloat16_to_float(in[i]) : half_to_float(in[i]);
+  }
+}
+
+void narrow_from_float(ReduceIsa isa, hm_dtype_t dtype, std::span<const float> in,
+                       std::span<std::uint16_t> out) {
+  require_runnable(isa);
+  require(is_half(dtype), "{} is not a half-precision dtype", dtype_name(dtype));
+  require(in.size() == out.size(), "converting {} elements into {}", in.size(), out.size());
+  const bool bf16 = dtype == HM_BFLOAT16;
+#if HOLMES_HAVE_AVX2_KERNELS
+  if (isa == ReduceIsa::kAvx2) {
+    return bf16 ? avx2::float_to_bfloat16(in.data(), out.data(), in.size())
+                : avx2::float_to_half(in.data(), out.data(), in.size());
+  }
+#endif
+  for (std::size_t i = 0; i < in.size(); ++i) {
+    out[i] = bf16 ? float_to_bfloat16(in[i]) : float_to_half(in[i]);
   }
 }
 

@@ -2,7 +2,9 @@
 // bfloat16 conversions every half-precision reduction goes through. The conversions are checked
 // exhaustively where the input space allows (all 65536 bit patterns) against references built
 // here from first principles (ldexp decoding, brute-force nearest value), so that the test does
-// not share the library's bit tricks.
+// not share the library's bit tricks. The bulk conversions of reduce.hpp are checked against the
+// scalar ones bitwise on every instruction set this CPU runs: all 65536 halves, every NaN float,
+// and every float at the rounding edges of both formats, at every alignment and tail length.
 #include "core/dtype.hpp"
 
 #include <gtest/gtest.h>
@@ -15,8 +17,12 @@
 #include <iterator>
 #include <limits>
 #include <random>
+#include <span>
 #include <string>
 #include <vector>
+
+#include "core/reduce.hpp"
+#include "core/status.hpp"
 
 namespace holmes {
 namespace {
@@ -341,6 +347,177 @@ TEST(DtypeInfo, ValidityOfDtypeAndOpIntegers) {
   }
   for (int v : {-1, static_cast<int>(HM_OP_COUNT), 100, INT_MAX, INT_MIN}) {
     EXPECT_FALSE(op_valid(v)) << v;
+  }
+}
+
+// ---- bulk conversions (reduce.hpp) -----------------------------------------------------------
+
+std::vector<ReduceIsa> runnable_isas() {
+  std::vector<ReduceIsa> isas;
+  for (ReduceIsa isa : {ReduceIsa::kPortable, ReduceIsa::kAvx2}) {
+    if (reduce_isa_supported(isa)) isas.push_back(isa);
+  }
+  return isas;
+}
+
+constexpr hm_dtype_t kHalfDtypes[] = {HM_FLOAT16, HM_BFLOAT16};
+
+std::uint16_t scalar_narrow(hm_dtype_t dtype, float value) {
+  return dtype == HM_BFLOAT16 ? float_to_bfloat16(value) : float_to_half(value);
+}
+float scalar_widen(hm_dtype_t dtype, std::uint16_t value) {
+  return dtype == HM_BFLOAT16 ? bfloat16_to_float(value) : half_to_float(value);
+}
+
+std::vector<std::uint16_t> every_half() {
+  std::vector<std::uint16_t> all(65536);
+  for (std::uint32_t i = 0; i <= 0xffffu; ++i) all[i] = static_cast<std::uint16_t>(i);
+  return all;
+}
+
+// Narrows `in` on `isa` and expects the scalar conversion's bits for every element.
+void expect_bulk_narrow(ReduceIsa isa, hm_dtype_t dtype, const std::vector<float>& in) {
+  std::vector<std::uint16_t> out(in.size());
+  narrow_from_float(isa, dtype, in, out);
+  for (std::size_t i = 0; i < in.size(); ++i) {
+    ASSERT_EQ(out[i], scalar_narrow(dtype, in[i]))
+        << reduce_isa_name(isa) << " " << dtype_name(dtype) << " float bits 0x" << std::hex
+        << bits_of(in[i]);
+  }
+}
+
+TEST(DtypeBulk, EveryHalfWidensExactlyAsTheScalarConversion) {
+  const std::vector<std::uint16_t> all = every_half();
+  for (ReduceIsa isa : runnable_isas()) {
+    for (hm_dtype_t dtype : kHalfDtypes) {
+      std::vector<float> out(all.size());
+      widen_to_float(isa, dtype, all, out);
+      for (std::uint32_t i = 0; i <= 0xffffu; ++i) {
+        // Signalling NaNs included: they keep their quiet bit clear.
+        ASSERT_EQ(bits_of(out[i]), bits_of(scalar_widen(dtype, static_cast<std::uint16_t>(i))))
+            << reduce_isa_name(isa) << " " << dtype_name(dtype) << " 0x" << std::hex << i;
+      }
+    }
+  }
+}
+
+TEST(DtypeBulk, EveryHalfRoundTripsAsTheScalarConversions) {
+  const std::vector<std::uint16_t> all = every_half();
+  for (ReduceIsa isa : runnable_isas()) {
+    for (hm_dtype_t dtype : kHalfDtypes) {
+      std::vector<float> wide(all.size());
+      std::vector<std::uint16_t> back(all.size());
+      widen_to_float(isa, dtype, all, wide);
+      narrow_from_float(isa, dtype, wide, back);
+      for (std::uint32_t i = 0; i <= 0xffffu; ++i) {
+        const auto h = static_cast<std::uint16_t>(i);
+        // Numbers come back unchanged; NaNs come back quieted, as from the scalar functions.
+        ASSERT_EQ(back[i], scalar_narrow(dtype, scalar_widen(dtype, h)))
+            << reduce_isa_name(isa) << " " << dtype_name(dtype) << " 0x" << std::hex << i;
+        const bool nan = dtype == HM_BFLOAT16 ? bf16_is_nan(h) : half_is_nan(h);
+        if (!nan) {
+          ASSERT_EQ(back[i], h) << dtype_name(dtype) << " 0x" << std::hex << i;
+        }
+      }
+    }
+  }
+}
+
+// Every float NaN and infinity (2^24 bit patterns), in chunks.
+TEST(DtypeBulk, EveryNanAndInfinityNarrowsAsTheScalarConversion) {
+  constexpr std::uint32_t kChunk = 1u << 20;
+  std::vector<float> in(kChunk);
+  for (std::uint32_t sign : {0x00000000u, 0x80000000u}) {
+    for (std::uint32_t first = 0; first < (1u << 23); first += kChunk) {
+      for (std::uint32_t i = 0; i < kChunk; ++i) {
+        in[i] = float_of(sign | 0x7f800000u | (first + i));
+      }
+      for (ReduceIsa isa : runnable_isas()) {
+        for (hm_dtype_t dtype : kHalfDtypes) {
+          expect_bulk_narrow(isa, dtype, in);
+          if (HasFatalFailure()) return;
+        }
+      }
+    }
+  }
+}
+
+// Every sign, exponent and top 7 mantissa bits (the 65536 bfloat16 patterns) with low 16 bits
+// at and around both formats' rounding points: bfloat16's halfway (0x8000), float16's for
+// normals (0x1000 with the kept bit 0 or 1) and the exact values. Float16 subnormals round at
+// higher bits, which the enumerated upper half covers with low bits 0, 1 and 0xffff.
+TEST(DtypeBulk, RoundingEdgesNarrowAsTheScalarConversion) {
+  std::mt19937 rng(31337);
+  const std::uint32_t lows[] = {0x0000, 0x0001, 0x7fff, 0x8000, 0x8001, 0xffff, 0x0fff,
+                                0x1000, 0x1001, 0x2fff, 0x3000, 0x3001, 0x2000, 0xe000};
+  std::vector<float> in;
+  for (std::uint32_t high = 0; high <= 0xffffu; ++high) {
+    for (std::uint32_t low : lows) in.push_back(float_of((high << 16) | low));
+    in.push_back(float_of((high << 16) | (rng() & 0xffffu)));
+    in.push_back(float_of((high << 16) | (rng() & 0xffffu)));
+  }
+  for (ReduceIsa isa : runnable_isas()) {
+    for (hm_dtype_t dtype : kHalfDtypes) {
+      expect_bulk_narrow(isa, dtype, in);
+      if (HasFatalFailure()) return;
+    }
+  }
+}
+
+// Spans at every alignment with every tail length: nothing outside them is written.
+TEST(DtypeBulk, EveryAlignmentAndTailLength) {
+  std::mt19937 rng(5);
+  constexpr std::size_t kMax = 70;
+  constexpr std::size_t kSlack = 16;
+  for (ReduceIsa isa : runnable_isas()) {
+    for (hm_dtype_t dtype : kHalfDtypes) {
+      for (std::size_t count = 0; count <= kMax; ++count) {
+        for (std::size_t offset = 0; offset < kSlack; ++offset) {
+          std::vector<std::uint16_t> halves(kMax + 2 * kSlack);
+          std::vector<float> floats(kMax + 2 * kSlack);
+          for (auto& h : halves) h = static_cast<std::uint16_t>(rng());
+          for (auto& f : floats) f = float_of(rng());
+          std::vector<float> wide = floats;
+          std::vector<std::uint16_t> narrow = halves;
+          widen_to_float(isa, dtype, std::span(halves).subspan(offset, count),
+                         std::span(wide).subspan(offset, count));
+          narrow_from_float(isa, dtype, std::span(floats).subspan(offset, count),
+                            std::span(narrow).subspan(offset, count));
+          for (std::size_t i = 0; i < halves.size(); ++i) {
+            const bool inside = i >= offset && i < offset + count;
+            const std::uint32_t want_wide =
+                inside ? bits_of(scalar_widen(dtype, halves[i])) : bits_of(floats[i]);
+            const std::uint16_t want_narrow = inside ? scalar_narrow(dtype, floats[i]) : halves[i];
+            ASSERT_EQ(bits_of(wide[i]), want_wide)
+                << reduce_isa_name(isa) << " " << dtype_name(dtype) << " count " << count
+                << " offset " << offset << " element " << i;
+            ASSERT_EQ(narrow[i], want_narrow)
+                << reduce_isa_name(isa) << " " << dtype_name(dtype) << " count " << count
+                << " offset " << offset << " element " << i;
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST(DtypeBulk, BadArgumentsAreInvalidArgument) {
+  std::vector<std::uint16_t> halves(4);
+  std::vector<float> floats(4);
+  std::vector<float> three(3);
+  const auto expect_invalid = [](auto call, const char* what) {
+    try {
+      call();
+      ADD_FAILURE() << what << ": no exception";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.status(), HM_ERR_INVALID_ARGUMENT) << what << ": " << e.what();
+    }
+  };
+  for (ReduceIsa isa : runnable_isas()) {
+    expect_invalid([&] { widen_to_float(isa, HM_FLOAT32, halves, floats); }, "float32 widen");
+    expect_invalid([&] { narrow_from_float(isa, HM_INT32, floats, halves); }, "int32 narrow");
+    expect_invalid([&] { widen_to_float(isa, HM_FLOAT16, halves, three); }, "short output");
+    expect_invalid([&] { narrow_from_float(isa, HM_BFLOAT16, three, halves); }, "long output");
   }
 }
 

@@ -1,21 +1,29 @@
 // Tests of src/core/reduce.hpp: reduce() for every dtype x op against a reference written here in
 // plain C++ (wider arithmetic, then conversion), at counts around the 256-element blocks of the
-// half-precision path, in place and out of place; finalize_average(); and argument validation.
+// half-precision path, in place and out of place, on every instruction set this CPU runs;
+// finalize_average(); the vector kernels against the portable ones bitwise on inputs full of
+// NaNs, infinities and subnormals at every alignment and tail length; the NaN a float sum or
+// product returns; the choice of instruction set (HOLMES_REDUCE_ISA); and argument validation.
 #include "core/reduce.hpp"
 
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <limits>
+#include <optional>
 #include <random>
 #include <string>
+#include <string_view>
 #include <type_traits>
 #include <vector>
 
 #include "core/dtype.hpp"
+#include "core/reduce_isa.hpp"
 #include "core/status.hpp"
 
 namespace holmes {
@@ -29,6 +37,15 @@ constexpr hm_op_t kAllOps[] = {HM_SUM, HM_PROD, HM_MIN, HM_MAX, HM_AVG};
 constexpr std::size_t kCounts[] = {0, 1, 7, 255, 256, 257, 1000};
 
 using Bytes = std::vector<std::uint8_t>;
+
+// Every instruction set this CPU can run; the portable one always.
+std::vector<ReduceIsa> runnable_isas() {
+  std::vector<ReduceIsa> isas;
+  for (ReduceIsa isa : {ReduceIsa::kPortable, ReduceIsa::kAvx2}) {
+    if (reduce_isa_supported(isa)) isas.push_back(isa);
+  }
+  return isas;
+}
 
 // Integer reference: compute in uint64_t, where overflow is defined (modulo 2^64), then convert
 // back, which C++20 defines as modulo 2^N; the low N bits of a 64-bit sum or product are the
@@ -214,29 +231,31 @@ void expect_same(hm_dtype_t dtype, const Bytes& expected, const Bytes& actual,
 
 TEST(Reduce, EveryDtypeOpAndCountMatchesReference) {
   std::mt19937_64 rng(12345);
-  for (hm_dtype_t dtype : kAllDtypes) {
-    for (hm_op_t op : kAllOps) {
-      for (std::size_t count : kCounts) {
-        const std::string context =
-            std::string(dtype_name(dtype)) + " " + op_name(op) + " count " + std::to_string(count);
-        const Bytes a = random_inputs(dtype, count, rng);
-        const Bytes b = random_inputs(dtype, count, rng);
-        const Bytes expected = reference_reduce(dtype, op, a, b, count);
+  for (ReduceIsa isa : runnable_isas()) {
+    for (hm_dtype_t dtype : kAllDtypes) {
+      for (hm_op_t op : kAllOps) {
+        for (std::size_t count : kCounts) {
+          const std::string context = std::string(reduce_isa_name(isa)) + " " + dtype_name(dtype) +
+                                      " " + op_name(op) + " count " + std::to_string(count);
+          const Bytes a = random_inputs(dtype, count, rng);
+          const Bytes b = random_inputs(dtype, count, rng);
+          const Bytes expected = reference_reduce(dtype, op, a, b, count);
 
-        // Out of place; the sentinel byte after dst must survive (no write past count).
-        Bytes dst(expected.size() + 1, 0xa5);
-        reduce(dtype, op, dst.data(), a.data(), b.data(), count);
-        EXPECT_EQ(dst.back(), 0xa5) << context << ": wrote past the end";
-        dst.pop_back();
-        expect_same(dtype, expected, dst, context + " out of place");
+          // Out of place; the sentinel byte after dst must survive (no write past count).
+          Bytes dst(expected.size() + 1, 0xa5);
+          reduce(isa, dtype, op, dst.data(), a.data(), b.data(), count);
+          EXPECT_EQ(dst.back(), 0xa5) << context << ": wrote past the end";
+          dst.pop_back();
+          expect_same(dtype, expected, dst, context + " out of place");
 
-        Bytes in_a = a;
-        reduce(dtype, op, in_a.data(), in_a.data(), b.data(), count);
-        expect_same(dtype, expected, in_a, context + " dst == a");
+          Bytes in_a = a;
+          reduce(isa, dtype, op, in_a.data(), in_a.data(), b.data(), count);
+          expect_same(dtype, expected, in_a, context + " dst == a");
 
-        Bytes in_b = b;
-        reduce(dtype, op, in_b.data(), a.data(), in_b.data(), count);
-        expect_same(dtype, expected, in_b, context + " dst == b");
+          Bytes in_b = b;
+          reduce(isa, dtype, op, in_b.data(), a.data(), in_b.data(), count);
+          expect_same(dtype, expected, in_b, context + " dst == b");
+        }
       }
     }
   }
@@ -426,19 +445,22 @@ Bytes reference_finalize(hm_dtype_t dtype, Bytes data, std::size_t n, int nranks
 
 TEST(FinalizeAverage, EveryDtypeMatchesReference) {
   std::mt19937_64 rng(777);
-  for (hm_dtype_t dtype : kAllDtypes) {
-    for (int nranks : {1, 2, 3, 7, 200, 1000}) {
-      for (std::size_t count : {std::size_t{0}, std::size_t{1}, std::size_t{257}}) {
-        const std::string context = std::string(dtype_name(dtype)) + " nranks " +
-                                    std::to_string(nranks) + " count " + std::to_string(count);
-        const Bytes input = random_inputs(dtype, count, rng);
-        const Bytes expected = reference_finalize(dtype, input, count, nranks);
-        Bytes actual = input;
-        actual.push_back(0x5a);  // sentinel: nothing past count is touched
-        finalize_average(dtype, actual.data(), count, nranks);
-        EXPECT_EQ(actual.back(), 0x5a) << context;
-        actual.pop_back();
-        expect_same(dtype, expected, actual, context);
+  for (ReduceIsa isa : runnable_isas()) {
+    for (hm_dtype_t dtype : kAllDtypes) {
+      for (int nranks : {1, 2, 3, 7, 200, 1000}) {
+        for (std::size_t count : {std::size_t{0}, std::size_t{1}, std::size_t{257}}) {
+          const std::string context = std::string(reduce_isa_name(isa)) + " " + dtype_name(dtype) +
+                                      " nranks " + std::to_string(nranks) + " count " +
+                                      std::to_string(count);
+          const Bytes input = random_inputs(dtype, count, rng);
+          const Bytes expected = reference_finalize(dtype, input, count, nranks);
+          Bytes actual = input;
+          actual.push_back(0x5a);  // sentinel: nothing past count is touched
+          finalize_average(isa, dtype, actual.data(), count, nranks);
+          EXPECT_EQ(actual.back(), 0x5a) << context;
+          actual.pop_back();
+          expect_same(dtype, expected, actual, context);
+        }
       }
     }
   }
@@ -486,6 +508,335 @@ TEST(Reduce, InvalidOpThrowsEvenForZeroCount) {
     expect_invalid_argument(
         [&] { reduce(dtype, static_cast<hm_op_t>(HM_OP_COUNT), &dst, &a, &b, 0); },
         std::string(dtype_name(dtype)) + " count 0");
+  }
+}
+
+// ---- the vector kernels against the portable ones --------------------------------------------
+
+// Bit patterns where kernels go wrong: NaNs (quiet and signalling, both signs, payloads in the
+// high and the low bits), infinities, signed zeros, subnormals, the extremes, and values whose
+// rounding to float16 or bfloat16 is a tie or overflows.
+std::vector<std::uint64_t> special_bits(hm_dtype_t dtype) {
+  switch (dtype) {
+    case HM_FLOAT16:
+      return {0x0000, 0x8000, 0x0001, 0x8001, 0x03ff, 0x0400, 0x3c00, 0xbc00,
+              0x3c01, 0x6800, 0x7bff, 0xfbff, 0x7c00, 0xfc00, 0x7e00, 0xfe00,
+              0x7c01, 0xfc01, 0x7d55, 0x7dff, 0x7fff, 0xffff, 0x7e01, 0x0200};
+    case HM_BFLOAT16:
+      return {0x0000, 0x8000, 0x0001, 0x807f, 0x0080, 0x3f80, 0xbf80, 0x3f81,
+              0x4380, 0x7f7f, 0xff7f, 0x7f80, 0xff80, 0x7fc0, 0xffc0, 0x7f81,
+              0xff81, 0x7fbf, 0x7fff, 0xffff, 0x7fc1, 0x0040};
+    case HM_FLOAT32:
+      return {0x00000000, 0x80000000, 0x00000001, 0x80000001, 0x007fffff, 0x00800000, 0x3f800000,
+              0xbf800000, 0x7f7fffff, 0xff7fffff, 0x7f800000, 0xff800000, 0x7fc00000, 0xffc00000,
+              0x7f800001, 0xff800001, 0x7fa00000, 0x7fbfffff, 0x7fffffff, 0xffffffff, 0x7fc12345,
+              0x33000000, 0x477ff000, 0x477fe000, 0x3f801000, 0x3f808000, 0x7f7f8000};
+    case HM_FLOAT64:
+      return {0x0000000000000000, 0x8000000000000000, 0x0000000000000001, 0x800fffffffffffff,
+              0x0010000000000000, 0x3ff0000000000000, 0xbff0000000000000, 0x7fefffffffffffff,
+              0xffefffffffffffff, 0x7ff0000000000000, 0xfff0000000000000, 0x7ff8000000000000,
+              0xfff8000000000000, 0x7ff0000000000001, 0xfff0000000000001, 0x7ff4000000000000,
+              0x7fffffffffffffff, 0x7ff8123456789abc};
+    default: {
+      const unsigned bits = 8 * static_cast<unsigned>(dtype_size(dtype));
+      const std::uint64_t all = bits == 64 ? ~std::uint64_t{0} : (std::uint64_t{1} << bits) - 1;
+      const std::uint64_t top = std::uint64_t{1} << (bits - 1);
+      return {0, 1, 2, all, all - 1, top, top - 1, top + 1, all >> 1 >> (bits / 2)};
+    }
+  }
+}
+
+// A third special values, the rest arbitrary bit patterns (NaNs among them), written at p.
+void fill_special(hm_dtype_t dtype, std::uint8_t* p, std::size_t n, std::mt19937_64& rng) {
+  const std::vector<std::uint64_t> specials = special_bits(dtype);
+  const std::size_t size = dtype_size(dtype);
+  for (std::size_t i = 0; i < n; ++i) {
+    std::uint64_t bits = rng();
+    if (bits % 3 == 0) bits = specials[(bits >> 8) % specials.size()];
+    std::memcpy(p + i * size, &bits, size);  // little-endian: the low bytes
+  }
+}
+
+std::string hex_element(const std::uint8_t* p, std::size_t size) {
+  std::uint64_t bits = 0;
+  std::memcpy(&bits, p, size);
+  char text[24];
+  std::snprintf(text, sizeof text, "0x%llx", static_cast<unsigned long long>(bits));
+  return text;
+}
+
+// Room for `count` elements placed `offset` elements past a 64-byte boundary, surrounded by
+// guard bytes that must survive.
+class Placed {
+ public:
+  static constexpr std::uint8_t kGuardByte = 0xc3;
+  Placed(hm_dtype_t dtype, std::size_t count, std::size_t offset)
+      : size_(dtype_size(dtype) * count),
+        bytes_(64 + 64 + offset * dtype_size(dtype) + size_ + 64, kGuardByte) {
+    const auto base = reinterpret_cast<std::uintptr_t>(bytes_.data() + 64);
+    start_ = 64 + (64 - base % 64) % 64 + offset * dtype_size(dtype);
+  }
+  // A copy of `other`'s elements at `offset`.
+  Placed(hm_dtype_t dtype, std::size_t count, std::size_t offset, const Placed& other)
+      : Placed(dtype, count, offset) {
+    if (size_ > 0) std::memcpy(data(), other.data(), size_);
+  }
+  Placed(const Placed&) = delete;
+  Placed& operator=(const Placed&) = delete;
+
+  std::uint8_t* data() { return bytes_.data() + start_; }
+  const std::uint8_t* data() const { return bytes_.data() + start_; }
+  Bytes elements() const { return Bytes(data(), data() + size_); }
+  bool guards_intact() const {
+    for (std::size_t i = 0; i < bytes_.size(); ++i) {
+      if ((i < start_ || i >= start_ + size_) && bytes_[i] != kGuardByte) return false;
+    }
+    return true;
+  }
+
+ private:
+  std::size_t size_;
+  Bytes bytes_;
+  std::size_t start_ = 0;
+};
+
+// The avx2 result against the portable one element by element (named in a failure), and no
+// byte written outside the range.
+void expect_same_placed(hm_dtype_t dtype, const Placed& portable, const Placed& vector,
+                        std::size_t count, const std::string& context) {
+  const std::size_t size = dtype_size(dtype);
+  for (std::size_t i = 0; i < count; ++i) {
+    const std::uint8_t* p = portable.data() + i * size;
+    const std::uint8_t* v = vector.data() + i * size;
+    if (std::memcmp(p, v, size) != 0) {
+      ADD_FAILURE() << context << ": element " << i << " portable " << hex_element(p, size)
+                    << " avx2 " << hex_element(v, size);
+      return;
+    }
+  }
+  EXPECT_TRUE(portable.guards_intact()) << context << ": portable wrote outside the range";
+  EXPECT_TRUE(vector.guards_intact()) << context << ": avx2 wrote outside the range";
+}
+
+std::vector<std::size_t> tail_counts() {
+  std::vector<std::size_t> counts;
+  for (std::size_t n = 0; n <= 70; ++n) counts.push_back(n);
+  for (std::size_t n : {255, 256, 257, 1000, 4099}) counts.push_back(n);
+  return counts;
+}
+
+TEST(ReduceIsa, Avx2ReduceEqualsPortableBitwiseAtEveryAlignmentAndTail) {
+  if (!reduce_isa_supported(ReduceIsa::kAvx2)) GTEST_SKIP() << "this CPU has no AVX2 + F16C";
+  std::mt19937_64 rng(4242);
+  for (hm_dtype_t dtype : kAllDtypes) {
+    const std::size_t alignments = 32 / dtype_size(dtype);  // element offsets in a vector
+    for (hm_op_t op : kAllOps) {
+      for (std::size_t count : tail_counts()) {
+        for (std::size_t offset = 0; offset < alignments; ++offset) {
+          // Long inputs only at a few alignments: the short ones already take every path.
+          if (count > 70 && offset % 3 != 0) continue;
+          const std::size_t a_offset = offset;
+          const std::size_t b_offset = (offset * 3 + 1) % alignments;
+          const std::size_t d_offset = (offset * 5 + 2) % alignments;
+          const std::string context = std::string(dtype_name(dtype)) + " " + op_name(op) +
+                                      " count " + std::to_string(count) + " offset " +
+                                      std::to_string(offset);
+          Placed a(dtype, count, a_offset);
+          Placed b(dtype, count, b_offset);
+          fill_special(dtype, a.data(), count, rng);
+          fill_special(dtype, b.data(), count, rng);
+          const Bytes a_before = a.elements();
+          const Bytes b_before = b.elements();
+
+          Placed dst_portable(dtype, count, d_offset);
+          Placed dst_vector(dtype, count, d_offset);
+          reduce(ReduceIsa::kPortable, dtype, op, dst_portable.data(), a.data(), b.data(), count);
+          reduce(ReduceIsa::kAvx2, dtype, op, dst_vector.data(), a.data(), b.data(), count);
+          expect_same_placed(dtype, dst_portable, dst_vector, count, context + " out of place");
+          EXPECT_TRUE(a.elements() == a_before && b.elements() == b_before)
+              << context << ": an input changed";
+
+          Placed in_a_portable(dtype, count, a_offset, a);
+          Placed in_a_vector(dtype, count, a_offset, a);
+          reduce(ReduceIsa::kPortable, dtype, op, in_a_portable.data(), in_a_portable.data(),
+                 b.data(), count);
+          reduce(ReduceIsa::kAvx2, dtype, op, in_a_vector.data(), in_a_vector.data(), b.data(),
+                 count);
+          expect_same_placed(dtype, in_a_portable, in_a_vector, count, context + " dst == a");
+
+          Placed in_b_portable(dtype, count, b_offset, b);
+          Placed in_b_vector(dtype, count, b_offset, b);
+          reduce(ReduceIsa::kPortable, dtype, op, in_b_portable.data(), a.data(),
+                 in_b_portable.data(), count);
+          reduce(ReduceIsa::kAvx2, dtype, op, in_b_vector.data(), a.data(), in_b_vector.data(),
+                 count);
+          expect_same_placed(dtype, in_b_portable, in_b_vector, count, context + " dst == b");
+          if (HasFailure()) return;  // one failing case says enough
+        }
+      }
+    }
+  }
+}
+
+TEST(ReduceIsa, Avx2FinalizeAverageEqualsPortableBitwise) {
+  if (!reduce_isa_supported(ReduceIsa::kAvx2)) GTEST_SKIP() << "this CPU has no AVX2 + F16C";
+  std::mt19937_64 rng(99);
+  for (hm_dtype_t dtype : kAllDtypes) {
+    for (int nranks : {1, 2, 3, 7, 1000, 65536}) {
+      for (std::size_t count : tail_counts()) {
+        const std::size_t offset = count % (32 / dtype_size(dtype));
+        const std::string context = std::string(dtype_name(dtype)) + " nranks " +
+                                    std::to_string(nranks) + " count " + std::to_string(count);
+        Placed portable(dtype, count, offset);
+        fill_special(dtype, portable.data(), count, rng);
+        Placed vector(dtype, count, offset, portable);
+        finalize_average(ReduceIsa::kPortable, dtype, portable.data(), count, nranks);
+        finalize_average(ReduceIsa::kAvx2, dtype, vector.data(), count, nranks);
+        expect_same_placed(dtype, portable, vector, count, context);
+        if (HasFailure()) return;
+      }
+    }
+  }
+}
+
+// Which NaN a float sum or product returns is part of the results every device reproduces
+// (src/core/cuda/element_ops.hpp): b's NaN, quieted, when b is a NaN; else a's, quieted; else
+// the default NaN (negative, quiet, no payload) of an invalid operation such as inf - inf.
+// Min and max return one operand unchanged, a NaN a included. Checked with 37 equal elements,
+// so that both the vector body and the tail of every kernel see them.
+template <typename T>
+void expect_op_bits(ReduceIsa isa, hm_dtype_t dtype, hm_op_t op, std::uint64_t a_bits,
+                    std::uint64_t b_bits, std::uint64_t expected_bits) {
+  constexpr std::size_t kCount = 37;
+  std::vector<T> a(kCount);
+  std::vector<T> b(kCount);
+  std::vector<T> dst(kCount);
+  for (std::size_t i = 0; i < kCount; ++i) {
+    std::memcpy(&a[i], &a_bits, sizeof(T));
+    std::memcpy(&b[i], &b_bits, sizeof(T));
+  }
+  reduce(isa, dtype, op, dst.data(), a.data(), b.data(), kCount);
+  for (std::size_t i = 0; i < kCount; ++i) {
+    std::uint64_t bits = 0;
+    std::memcpy(&bits, &dst[i], sizeof(T));
+    ASSERT_EQ(bits, expected_bits)
+        << reduce_isa_name(isa) << " " << dtype_name(dtype) << " " << op_name(op) << " of 0x"
+        << std::hex << a_bits << " and 0x" << b_bits << ", element " << std::dec << i;
+  }
+}
+
+TEST(Reduce, FloatNanResultsAreTheSameOnEveryIsa) {
+  for (ReduceIsa isa : runnable_isas()) {
+    for (hm_op_t op : {HM_SUM, HM_PROD, HM_AVG}) {
+      // float32: b's NaN wins and is quieted; a's when b is a number; default NaN otherwise.
+      expect_op_bits<float>(isa, HM_FLOAT32, op, 0x7f800001, 0xff800002, 0xffc00002);
+      expect_op_bits<float>(isa, HM_FLOAT32, op, 0x7fc00005, 0xffc12345, 0xffc12345);
+      expect_op_bits<float>(isa, HM_FLOAT32, op, 0xff800003, 0x3f800000, 0xffc00003);
+      expect_op_bits<float>(isa, HM_FLOAT32, op, 0x3f800000, 0x7f800004, 0x7fc00004);
+      expect_op_bits<double>(isa, HM_FLOAT64, op, 0x7ff0000000000001, 0xfff0000000000002,
+                             0xfff8000000000002);
+      expect_op_bits<double>(isa, HM_FLOAT64, op, 0xfff0000000000003, 0x4000000000000000,
+                             0xfff8000000000003);
+      // float16 0x7c01 is a signalling NaN with payload 1; narrowing quiets it (0x0200).
+      expect_op_bits<std::uint16_t>(isa, HM_FLOAT16, op, 0x7c01, 0xfc02, 0xfe02);
+      expect_op_bits<std::uint16_t>(isa, HM_FLOAT16, op, 0x7d00, 0x3c00, 0x7f00);
+      expect_op_bits<std::uint16_t>(isa, HM_BFLOAT16, op, 0x7f81, 0xff82, 0xffc2);
+      expect_op_bits<std::uint16_t>(isa, HM_BFLOAT16, op, 0xff81, 0x3f80, 0xffc1);
+    }
+    const std::uint64_t inf32 = 0x7f800000, minus_inf32 = 0xff800000;
+    expect_op_bits<float>(isa, HM_FLOAT32, HM_SUM, inf32, minus_inf32, 0xffc00000);
+    expect_op_bits<float>(isa, HM_FLOAT32, HM_PROD, 0, inf32, 0xffc00000);
+    expect_op_bits<double>(isa, HM_FLOAT64, HM_SUM, 0xfff0000000000000, 0x7ff0000000000000,
+                           0xfff8000000000000);
+    expect_op_bits<std::uint16_t>(isa, HM_FLOAT16, HM_SUM, 0x7c00, 0xfc00, 0xfe00);
+    expect_op_bits<std::uint16_t>(isa, HM_BFLOAT16, HM_PROD, 0x0000, 0xff80, 0xffc0);
+    // Min and max keep a when either is a NaN (the comparison is false): a signalling a stays
+    // signalling in float32, and is quieted only by narrowing to float16.
+    expect_op_bits<float>(isa, HM_FLOAT32, HM_MIN, 0x7f800001, 0x3f800000, 0x7f800001);
+    expect_op_bits<float>(isa, HM_FLOAT32, HM_MAX, 0x7f800001, 0x3f800000, 0x7f800001);
+    expect_op_bits<float>(isa, HM_FLOAT32, HM_MIN, 0x3f800000, 0x7f800001, 0x3f800000);
+    expect_op_bits<float>(isa, HM_FLOAT32, HM_MAX, 0x3f800000, 0xffc00000, 0x3f800000);
+    expect_op_bits<double>(isa, HM_FLOAT64, HM_MAX, 0x7ff0000000000001, 0, 0x7ff0000000000001);
+    expect_op_bits<std::uint16_t>(isa, HM_FLOAT16, HM_MIN, 0x7c01, 0x3c00, 0x7e01);
+    expect_op_bits<std::uint16_t>(isa, HM_BFLOAT16, HM_MAX, 0x7f81, 0x3f80, 0x7fc1);
+    // Zeros of different signs compare equal: a is kept.
+    expect_op_bits<float>(isa, HM_FLOAT32, HM_MIN, 0x00000000, 0x80000000, 0x00000000);
+    expect_op_bits<float>(isa, HM_FLOAT32, HM_MAX, 0x80000000, 0x00000000, 0x80000000);
+    expect_op_bits<std::uint16_t>(isa, HM_FLOAT16, HM_MIN, 0x0000, 0x8000, 0x0000);
+  }
+}
+
+// ---- choosing the instruction set ------------------------------------------------------------
+
+void expect_status(hm_status_t status, const std::function<void()>& call,
+                   const std::string& context) {
+  try {
+    call();
+    ADD_FAILURE() << context << ": no exception";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.status(), status) << context << ": " << e.what();
+    EXPECT_NE(std::string(e.what()).find("HOLMES_REDUCE_ISA"), std::string::npos) << e.what();
+  }
+}
+
+TEST(ReduceIsa, ChoiceFollowsTheSettingAndTheCpu) {
+  EXPECT_EQ(choose_reduce_isa(std::nullopt, true), ReduceIsa::kAvx2);
+  EXPECT_EQ(choose_reduce_isa(std::nullopt, false), ReduceIsa::kPortable);
+  EXPECT_EQ(choose_reduce_isa("auto", true), ReduceIsa::kAvx2);
+  EXPECT_EQ(choose_reduce_isa("auto", false), ReduceIsa::kPortable);
+  EXPECT_EQ(choose_reduce_isa("portable", true), ReduceIsa::kPortable);
+  EXPECT_EQ(choose_reduce_isa("portable", false), ReduceIsa::kPortable);
+  EXPECT_EQ(choose_reduce_isa("avx2", true), ReduceIsa::kAvx2);
+  expect_status(
+      HM_ERR_UNSUPPORTED, [] { choose_reduce_isa("avx2", false); }, "avx2 without it");
+  for (const char* bad : {"AVX2", "sse", "avx512", "", "portable "}) {
+    expect_status(
+        HM_ERR_INVALID_ARGUMENT, [bad] { choose_reduce_isa(bad, true); },
+        std::string("setting '") + bad + "'");
+  }
+}
+
+TEST(ReduceIsa, NamesAndTheProcessChoice) {
+  EXPECT_STREQ(reduce_isa_name(ReduceIsa::kPortable), "portable");
+  EXPECT_STREQ(reduce_isa_name(ReduceIsa::kAvx2), "avx2");
+  EXPECT_TRUE(reduce_isa_supported(ReduceIsa::kPortable));
+  const char* setting = std::getenv("HOLMES_REDUCE_ISA");
+  const ReduceIsa expected = choose_reduce_isa(setting != nullptr && *setting != '\0'
+                                                   ? std::optional<std::string_view>(setting)
+                                                   : std::nullopt,
+                                               reduce_isa_supported(ReduceIsa::kAvx2));
+  EXPECT_EQ(reduce_isa(), expected);
+  EXPECT_STREQ(reduce_isa_name(), reduce_isa_name(expected));
+}
+
+// The variable is read once per process, so each case runs in a fresh process (a death test
+// in the "threadsafe" style re-executes the test binary). Exit codes: 0 as expected, 1 not.
+[[noreturn]] void exit_with_isa_chosen_by(const char* setting, ReduceIsa expected) {
+  setenv("HOLMES_REDUCE_ISA", setting, 1);
+  std::exit(reduce_isa() == expected ? 0 : 1);
+}
+
+[[noreturn]] void exit_with_reduce_refused_under(const char* setting) {
+  setenv("HOLMES_REDUCE_ISA", setting, 1);
+  float a = 1;
+  float b = 2;
+  float dst = 0;
+  try {
+    reduce(HM_FLOAT32, HM_SUM, &dst, &a, &b, 1);
+  } catch (const Error& e) {
+    std::exit(e.status() == HM_ERR_INVALID_ARGUMENT && dst == 0 ? 0 : 1);
+  }
+  std::exit(1);
+}
+
+TEST(ReduceIsa, EnvironmentSelectsTheKernels) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(exit_with_isa_chosen_by("portable", ReduceIsa::kPortable), testing::ExitedWithCode(0),
+              "");
+  EXPECT_EXIT(exit_with_reduce_refused_under("fastest"), testing::ExitedWithCode(0), "");
+  if (reduce_isa_supported(ReduceIsa::kAvx2)) {
+    EXPECT_EXIT(exit_with_isa_chosen_by("avx2", ReduceIsa::kAvx2), testing::ExitedWithCode(0), "");
+    EXPECT_EXIT(exit_with_isa_chosen_by("auto", ReduceIsa::kAvx2), testing::ExitedWithCode(0), "");
   }
 }
 
