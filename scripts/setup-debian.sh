@@ -18,6 +18,7 @@ PACKAGES=(
   # tests and micro-benchmarks
   libgtest-dev libgmock-dev libbenchmark-dev
   openmpi-bin         # mpirun: the launcher tests start ranks with it
+  libgloo-dev libopenmpi-dev iperf3  # peers and loopback capacity of bench/compare-local.sh
 )
 
 missing=()
