@@ -62,9 +62,9 @@ std::optional<Algorithm> algorithm_from_name(std::string_view name) {
 }
 
 const std::vector<Algorithm>& algorithms_for(CollectiveKind kind) {
-  static const std::vector<Algorithm> kAllreduce = {
-      Algorithm::kRing, Algorithm::kRecursiveDoubling, Algorithm::kHalvingDoubling,
-      Algorithm::kHierarchical};
+  static const std::vector<Algorithm> kAllreduce = {Algorithm::kRing, Algorithm::kRecursiveDoubling,
+                                                    Algorithm::kHalvingDoubling,
+                                                    Algorithm::kHierarchical};
   static const std::vector<Algorithm> kRingOnly = {Algorithm::kRing};
   static const std::vector<Algorithm> kRooted = {Algorithm::kChain, Algorithm::kTree,
                                                  Algorithm::kHierarchical};

@@ -42,8 +42,7 @@ void recursive_doubling_allreduce(CollectiveContext& ctx, const void* send, void
                                   std::size_t count, hm_dtype_t dtype, hm_op_t op,
                                   int average_over);
 void halving_doubling_allreduce(CollectiveContext& ctx, const void* send, void* recv,
-                                std::size_t count, hm_dtype_t dtype, hm_op_t op,
-                                int average_over);
+                                std::size_t count, hm_dtype_t dtype, hm_op_t op, int average_over);
 void tree_broadcast(CollectiveContext& ctx, void* buffer, std::size_t count, hm_dtype_t dtype,
                     int root);
 void tree_reduce(CollectiveContext& ctx, const void* send, void* recv, std::size_t count,

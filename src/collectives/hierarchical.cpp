@@ -52,8 +52,8 @@ int position_in(const std::vector<int>& members, int rank) {
   return static_cast<int>(std::find(members.begin(), members.end(), rank) - members.begin());
 }
 
-void rooted_broadcast(CollectiveContext& ctx, Algorithm algorithm, void* buffer,
-                      std::size_t count, hm_dtype_t dtype, int root) {
+void rooted_broadcast(CollectiveContext& ctx, Algorithm algorithm, void* buffer, std::size_t count,
+                      hm_dtype_t dtype, int root) {
   if (algorithm == Algorithm::kTree) return tree_broadcast(ctx, buffer, count, dtype, root);
   chain_broadcast(ctx, buffer, count, dtype, root);
 }
@@ -128,8 +128,8 @@ void hierarchical_broadcast(CollectiveContext& ctx, const Hierarchy& h, const Co
   const int my_leader = leaders[static_cast<std::size_t>(me.island)];
   if (ctx.rank() == my_leader && leaders.size() > 1) {
     auto across = ctx.view(leaders, kFirst);
-    const auto algorithm = choose_rooted(model, static_cast<int>(leaders.size()), bytes,
-                                         h.other_island, false);
+    const auto algorithm =
+        choose_rooted(model, static_cast<int>(leaders.size()), bytes, h.other_island, false);
     rooted_broadcast(across, algorithm, buffer, count, dtype,
                      h.island[static_cast<std::size_t>(root)]);
   }
@@ -167,8 +167,8 @@ void hierarchical_reduce(CollectiveContext& ctx, const Hierarchy& h, const CostM
   if (across_islands && ctx.rank() == my_leader) {
     auto across = ctx.view(leaders, kSecond);
     rooted_reduce(across,
-                  choose_rooted(model, static_cast<int>(leaders.size()),
-                                static_cast<double>(bytes), h.other_island, true),
+                  choose_rooted(model, static_cast<int>(leaders.size()), static_cast<double>(bytes),
+                                h.other_island, true),
                   partial, ctx.rank() == root ? recv : nullptr, count, dtype, op,
                   h.island[static_cast<std::size_t>(root)], n);
   }

@@ -146,16 +146,16 @@ inline void send_chunked(CollectiveContext& ctx, int peer, std::uint64_t round,
                          const std::byte* data, std::size_t bytes, std::vector<Transfer>& out) {
   const std::size_t chunk = std::max<std::size_t>(1, ctx.chunk_bytes());
   for (std::size_t at = 0, c = 0; at < bytes; at += chunk, ++c) {
-    out.push_back(ctx.send(peer, (round << kRoundShift) + c,
-                           {data + at, std::min(chunk, bytes - at)}));
+    out.push_back(
+        ctx.send(peer, (round << kRoundShift) + c, {data + at, std::min(chunk, bytes - at)}));
   }
 }
 inline void recv_chunked(CollectiveContext& ctx, int peer, std::uint64_t round, std::byte* data,
                          std::size_t bytes, std::vector<Transfer>& out) {
   const std::size_t chunk = std::max<std::size_t>(1, ctx.chunk_bytes());
   for (std::size_t at = 0, c = 0; at < bytes; at += chunk, ++c) {
-    out.push_back(ctx.recv(peer, (round << kRoundShift) + c,
-                           {data + at, std::min(chunk, bytes - at)}));
+    out.push_back(
+        ctx.recv(peer, (round << kRoundShift) + c, {data + at, std::min(chunk, bytes - at)}));
   }
 }
 

@@ -109,8 +109,7 @@ void recursive_doubling_allreduce(CollectiveContext& ctx, const void* send, void
 }
 
 void halving_doubling_allreduce(CollectiveContext& ctx, const void* send, void* recv,
-                                std::size_t count, hm_dtype_t dtype, hm_op_t op,
-                                int average_over) {
+                                std::size_t count, hm_dtype_t dtype, hm_op_t op, int average_over) {
   const std::size_t es = dtype_size(dtype);
   const std::size_t bytes = count * es;
   auto* out = static_cast<std::byte*>(recv);

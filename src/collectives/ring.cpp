@@ -133,8 +133,8 @@ void ring_reduce_scatter_blocks(CollectiveContext& ctx, const std::byte* in, std
   auto send_block = [&](std::size_t t) { return ring_mod(r - static_cast<long long>(t) - 1, n); };
   auto recv_block = [&](std::size_t t) { return ring_mod(r - static_cast<long long>(t) - 2, n); };
 
-  const ScratchSlots scratch = slots != nullptr ? ScratchSlots(slots, layout, es)
-                                                : ScratchSlots(ctx, layout, es);
+  const ScratchSlots scratch =
+      slots != nullptr ? ScratchSlots(slots, layout, es) : ScratchSlots(ctx, layout, es);
   // A partial sum is sent from its scratch slot; the slot is reused only after that send.
   std::vector<std::optional<Transfer>> slot_send(kPipelineDepth);
   std::vector<Transfer> sends;

@@ -68,10 +68,10 @@ struct Shape {
   int islands = 1;
   int largest_island = 1;
   int smallest_island = 1;
-  LinkCost ring;      // worst link of the ring order
-  LinkCost any;       // worst link between any two ranks
-  LinkCost intra;     // worst link inside an island
-  LinkCost lane;      // a lane's share of the inter-island link
+  LinkCost ring;   // worst link of the ring order
+  LinkCost any;    // worst link between any two ranks
+  LinkCost intra;  // worst link inside an island
+  LinkCost lane;   // a lane's share of the inter-island link
 };
 
 Shape shape_of(const Hierarchy& h, const CostModel& model) {
@@ -113,7 +113,8 @@ Shape shape_of(const Hierarchy& h, const CostModel& model) {
   // Lanes of one host share its uplink to the other islands.
   int sharing = 1;
   for (std::size_t i = 0; i < h.islands.size(); ++i) {
-    sharing = std::max(sharing, std::min(s.smallest_island, h.max_ranks_per_host(static_cast<int>(i))));
+    sharing =
+        std::max(sharing, std::min(s.smallest_island, h.max_ranks_per_host(static_cast<int>(i))));
   }
   s.lane = {h.other_island.latency_us, h.other_island.gbytes_per_s / sharing};
   (void)model;
@@ -131,8 +132,10 @@ double ring_allreduce_us(const CostModel& m, int n, double bytes, const LinkCost
   if (n <= 1) return 0;
   const double block = bytes / n;
   const double steps = 2.0 * (n - 1);
+  // Chunks are reduced while the next ones travel: the slower of the two sets the pace (the
+  // logarithmic algorithms below exchange, then reduce, and pay both).
   return steps * (link.latency_us + chunks_of(m, block, chunk_bytes) * m.chunk_overhead_us) +
-         steps * link.transfer_us(block) + (n - 1) * block / (m.reduce_gbytes_per_s * 1e3);
+         std::max(steps * link.transfer_us(block), (n - 1) * block / (m.reduce_gbytes_per_s * 1e3));
 }
 
 double fold_us(const CostModel& m, int n, double bytes, const LinkCost& link, double chunk_bytes) {
@@ -158,9 +161,9 @@ double rhd_allreduce_us(const CostModel& m, int n, double bytes, const LinkCost&
   const int p2 = floor_power_of_two(n);
   const double rounds = log2_ceil(p2);
   const double moved = (p2 - 1.0) / p2 * bytes;
-  return 2 * rounds * link.latency_us +
-         2 * chunks_of(m, moved, chunk_bytes) * m.chunk_overhead_us + 2 * link.transfer_us(moved) +
-         moved / (m.reduce_gbytes_per_s * 1e3) + fold_us(m, n, bytes, link, chunk_bytes);
+  return 2 * rounds * link.latency_us + 2 * chunks_of(m, moved, chunk_bytes) * m.chunk_overhead_us +
+         2 * link.transfer_us(moved) + moved / (m.reduce_gbytes_per_s * 1e3) +
+         fold_us(m, n, bytes, link, chunk_bytes);
 }
 
 double chain_us(const CostModel& m, int n, double bytes, const LinkCost& link, double chunk_bytes,
@@ -182,8 +185,8 @@ double tree_us(const CostModel& m, int n, double bytes, const LinkCost& link, do
   return log2_ceil(n) * round;
 }
 
-double rooted_us(const CostModel& m, int n, double bytes, const LinkCost& link,
-                 double chunk_bytes, bool reduces) {
+double rooted_us(const CostModel& m, int n, double bytes, const LinkCost& link, double chunk_bytes,
+                 bool reduces) {
   return std::min(chain_us(m, n, bytes, link, chunk_bytes, reduces),
                   tree_us(m, n, bytes, link, chunk_bytes, reduces));
 }
@@ -229,7 +232,8 @@ Hierarchy make_hierarchy(const std::vector<std::string>& hosts,
   std::map<std::string, int> host_index;
   std::map<std::string, int> island_index;
   for (std::size_t r = 0; r < n; ++r) {
-    h.host.push_back(host_index.emplace(hosts[r], static_cast<int>(host_index.size())).first->second);
+    h.host.push_back(
+        host_index.emplace(hosts[r], static_cast<int>(host_index.size())).first->second);
     h.island.push_back(
         island_index.emplace(islands[r], static_cast<int>(island_index.size())).first->second);
   }
@@ -278,10 +282,9 @@ double predict(const Hierarchy& h, const CostModel& m, CollectiveKind kind, Algo
           const double shard = bytes / s.smallest_island;
           const double intra_steps = s.largest_island - 1.0;
           double t = 2 * intra_steps *
-                         (s.intra.latency_us +
-                          chunks_of(m, shard, chunk) * m.chunk_overhead_us +
-                          s.intra.transfer_us(shard)) +
-                     intra_steps * shard * reduce_us_per_byte;
+                         (s.intra.latency_us + chunks_of(m, shard, chunk) * m.chunk_overhead_us) +
+                     std::max(2 * intra_steps * s.intra.transfer_us(shard),
+                              intra_steps * shard * reduce_us_per_byte);
           if (s.islands > 1) {
             t += std::min(ring_allreduce_us(m, s.islands, shard, s.lane, chunk),
                           rd_allreduce_us(m, s.islands, shard, s.lane, chunk));

@@ -82,8 +82,8 @@ struct Prediction {
 
 // Predicted time of `algorithm` for `kind` moving `bytes` (the whole buffer: for allgather and
 // reduce_scatter the concatenation of all ranks' blocks). Infinity where it does not apply.
-double predict(const Hierarchy& h, const CostModel& model, CollectiveKind kind,
-               Algorithm algorithm, double bytes);
+double predict(const Hierarchy& h, const CostModel& model, CollectiveKind kind, Algorithm algorithm,
+               double bytes);
 
 // The fastest applicable algorithm for `kind`, or `forced` with its prediction.
 Prediction choose(const Hierarchy& h, const CostModel& model, CollectiveKind kind, double bytes,

@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <string>
 
@@ -120,6 +121,114 @@ TEST(RoutingTest, CollectivesAcrossTheMix) {
                 0u);
     }
   }
+}
+
+// The selector in the mixed job: every algorithm can be forced through the API and gives exact
+// results across islands (uneven ones: 4 ranks and 2), the choice left to the cost model is the
+// cheapest prediction, and small messages do not take the ring.
+TEST(RoutingTest, EveryAlgorithmForcedGivesExactResultsAcrossIslands) {
+  auto& comm = world();
+  const int n = comm.size();
+  const int r = comm.rank();
+  const hm_algorithm_t allreduce_algorithms[] = {HM_ALGO_RING, HM_ALGO_RECURSIVE_DOUBLING,
+                                                 HM_ALGO_HALVING_DOUBLING, HM_ALGO_HIERARCHICAL};
+  for (auto algorithm : allreduce_algorithms) {
+    comm.set_algorithm(HM_COLL_ALLREDUCE, algorithm);
+    EXPECT_EQ(comm.query_algorithm(HM_COLL_ALLREDUCE, 1000, HM_FLOAT32).algorithm, algorithm);
+    for (hm_op_t op : {HM_SUM, HM_AVG, HM_MAX}) {
+      for (std::size_t count : {std::size_t{1}, std::size_t{5}, std::size_t{300001}}) {
+        std::vector<float> send(count);
+        check::fill_input(send.data(), HM_FLOAT32, op, r, 0, count, 5);
+        std::vector<float> expected(count);
+        check::fill_expected(expected.data(), HM_FLOAT32, op, n, 0, count, 5);
+        std::vector<float> recv(count, -1);
+        comm.allreduce(send.data(), recv.data(), count, HM_FLOAT32, op);
+        EXPECT_EQ(check::count_wrong(recv.data(), expected.data(), count, HM_FLOAT32), 0u)
+            << hm_algorithm_name(algorithm) << " " << count << " op " << op;
+      }
+    }
+  }
+  comm.set_algorithm(HM_COLL_ALLREDUCE, HM_ALGO_AUTO);
+  for (auto algorithm : {HM_ALGO_CHAIN, HM_ALGO_TREE, HM_ALGO_HIERARCHICAL}) {
+    comm.set_algorithm(HM_COLL_BROADCAST, algorithm);
+    comm.set_algorithm(HM_COLL_REDUCE, algorithm);
+    for (int root : {0, 3, 5}) {
+      const std::size_t count = 200003;
+      std::vector<std::int32_t> data(count);
+      check::fill_input(data.data(), HM_INT32, HM_SUM, r == root ? root : r + 100, 0, count, 9);
+      comm.broadcast(data.data(), count, HM_INT32, root);
+      std::vector<std::int32_t> expected(count);
+      check::fill_input(expected.data(), HM_INT32, HM_SUM, root, 0, count, 9);
+      EXPECT_EQ(check::count_wrong(data.data(), expected.data(), count, HM_INT32), 0u)
+          << "broadcast " << hm_algorithm_name(algorithm) << " root " << root;
+      std::vector<std::int32_t> send(count);
+      check::fill_input(send.data(), HM_INT32, HM_SUM, r, 0, count, 9);
+      std::vector<std::int32_t> recv(count, -1);
+      comm.reduce(send.data(), recv.data(), count, HM_INT32, HM_SUM, root);
+      if (r == root) {
+        check::fill_expected(expected.data(), HM_INT32, HM_SUM, n, 0, count, 9);
+        EXPECT_EQ(check::count_wrong(recv.data(), expected.data(), count, HM_INT32), 0u)
+            << "reduce " << hm_algorithm_name(algorithm) << " root " << root;
+      }
+    }
+  }
+  comm.set_algorithm(HM_COLL_BROADCAST, HM_ALGO_AUTO);
+  comm.set_algorithm(HM_COLL_REDUCE, HM_ALGO_AUTO);
+}
+
+TEST(RoutingTest, TheCostModelPicksItsCheapestPrediction) {
+  auto& comm = world();
+  for (std::size_t count : {std::size_t{1}, std::size_t{1} << 12, std::size_t{4} << 20}) {
+    double cheapest = 1e300;
+    for (auto algorithm : {HM_ALGO_RING, HM_ALGO_RECURSIVE_DOUBLING, HM_ALGO_HALVING_DOUBLING,
+                           HM_ALGO_HIERARCHICAL}) {
+      comm.set_algorithm(HM_COLL_ALLREDUCE, algorithm);
+      const auto forced = comm.query_algorithm(HM_COLL_ALLREDUCE, count, HM_FLOAT32);
+      EXPECT_GT(forced.predicted_us, 0.0);
+      cheapest = std::min(cheapest, forced.predicted_us);
+    }
+    comm.set_algorithm(HM_COLL_ALLREDUCE, HM_ALGO_AUTO);
+    const auto chosen = comm.query_algorithm(HM_COLL_ALLREDUCE, count, HM_FLOAT32);
+    EXPECT_DOUBLE_EQ(chosen.predicted_us, cheapest) << count;
+    if (count == 1) EXPECT_NE(chosen.algorithm, HM_ALGO_RING) << "8 bytes over 10 ring steps";
+  }
+  // Every rank made the same choice (the choice is part of the signature; this says it plainly).
+  const auto choice = comm.query_algorithm(HM_COLL_ALLREDUCE, std::size_t{4} << 20, HM_FLOAT32);
+  std::int64_t mine = choice.algorithm;
+  std::int64_t low = 0;
+  std::int64_t high = 0;
+  comm.allreduce(&mine, &low, 1, HM_INT64, HM_MIN);
+  comm.allreduce(&mine, &high, 1, HM_INT64, HM_MAX);
+  EXPECT_EQ(low, high);
+}
+
+TEST(RoutingTest, CApiAlgorithmCallsCheckTheirArguments) {
+  hm_comm_t comm = nullptr;
+  ASSERT_EQ(hm_init_from_env(&comm), HM_SUCCESS) << hm_last_error_message();
+  EXPECT_EQ(hm_comm_set_algorithm(comm, HM_COLL_BROADCAST, HM_ALGO_RING), HM_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(hm_last_error_message()).find("broadcast has no algorithm 'ring'"),
+            std::string::npos)
+      << hm_last_error_message();
+  EXPECT_EQ(hm_comm_set_algorithm(comm, static_cast<hm_collective_t>(99), HM_ALGO_RING),
+            HM_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(hm_comm_set_algorithm(comm, HM_COLL_ALLREDUCE, static_cast<hm_algorithm_t>(42)),
+            HM_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(hm_comm_set_algorithm(nullptr, HM_COLL_ALLREDUCE, HM_ALGO_RING),
+            HM_ERR_INVALID_ARGUMENT);
+  hm_algorithm_t algorithm = HM_ALGO_AUTO;
+  double predicted = -1;
+  ASSERT_EQ(hm_comm_set_algorithm(comm, HM_COLL_ALLREDUCE, HM_ALGO_HALVING_DOUBLING), HM_SUCCESS);
+  ASSERT_EQ(
+      hm_comm_query_algorithm(comm, HM_COLL_ALLREDUCE, 1024, HM_FLOAT32, &algorithm, &predicted),
+      HM_SUCCESS);
+  EXPECT_EQ(algorithm, HM_ALGO_HALVING_DOUBLING);
+  EXPECT_GT(predicted, 0.0);
+  EXPECT_EQ(hm_comm_query_algorithm(comm, HM_COLL_ALLREDUCE, 1024, static_cast<hm_dtype_t>(77),
+                                    &algorithm, nullptr),
+            HM_ERR_INVALID_ARGUMENT);
+  EXPECT_STREQ(hm_algorithm_name(HM_ALGO_HIERARCHICAL), "hier");
+  EXPECT_STREQ(hm_algorithm_name(static_cast<hm_algorithm_t>(-3)), "unknown");
+  hm_comm_destroy(comm);
 }
 
 }  // namespace

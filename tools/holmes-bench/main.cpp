@@ -263,8 +263,31 @@ std::size_t check_once(Communicator& comm, Coll c, Buffers& b, const Shape& s, h
   return holmes::check::count_wrong(got, expected.data(), elems, dtype);
 }
 
+// The public collective of a benchmarked one (send/recv has none).
+std::optional<hm_collective_t> public_collective(Coll c) {
+  switch (c) {
+    case Coll::kAllreduce:
+      return HM_COLL_ALLREDUCE;
+    case Coll::kReduceScatter:
+      return HM_COLL_REDUCE_SCATTER;
+    case Coll::kAllgather:
+      return HM_COLL_ALLGATHER;
+    case Coll::kBroadcast:
+      return HM_COLL_BROADCAST;
+    case Coll::kReduce:
+      return HM_COLL_REDUCE;
+    case Coll::kAlltoall:
+      return HM_COLL_ALLTOALL;
+    case Coll::kSendRecv:
+      break;
+  }
+  return std::nullopt;
+}
+
 struct Row {
   std::string collective;
+  std::string algorithm;  // what the selector ran, "-" for send/recv
+  double predicted_us = 0;
   std::size_t size_bytes;
   std::size_t count;
   std::string type;
@@ -309,6 +332,10 @@ int main(int argc, char** argv) {
   app.add_flag("-c,--check", check, "check every result exactly (#wrong column)");
   app.add_option("--csv", csv_path, "also write the rows as CSV");
   app.add_option("--json", json_path, "also write the rows as JSON");
+  std::string algo_arg = "auto";
+  app.add_option("--algo", algo_arg,
+                 "force an algorithm (ring, rd, rhd, tree, chain, pairwise, hier) for the "
+                 "collectives that have it; default auto: the cost model picks per size");
   bool on_device = false;
   app.add_flag("--device", on_device,
                "run on device (CUDA) buffers: transfers are staged, reductions run on the GPU");
@@ -338,6 +365,16 @@ int main(int argc, char** argv) {
   }
   const hm_dtype_t dtype = dtype_it->second;
   const hm_op_t op = op_it->second;
+  std::optional<hm_algorithm_t> forced;
+  for (int a = 0; a < HM_ALGORITHM_COUNT; ++a) {
+    if (algo_arg == hm_algorithm_name(static_cast<hm_algorithm_t>(a))) {
+      forced = static_cast<hm_algorithm_t>(a);
+    }
+  }
+  if (!forced) {
+    fmt::print(stderr, "holmes-bench: unknown algorithm '{}'\n", algo_arg);
+    return 2;
+  }
   std::size_t lo = 0;
   std::size_t hi = 0;
   try {
@@ -367,6 +404,15 @@ int main(int argc, char** argv) {
         return 2;
       }
     }
+    for (const auto& [name, coll] : selected) {
+      const auto c = public_collective(coll);
+      if (!c || *forced == HM_ALGO_AUTO) continue;
+      try {
+        comm.set_algorithm(*c, *forced);
+      } catch (const holmes::Error&) {
+        if (selected.size() == 1) throw;  // asked for one collective: say it has no such thing
+      }
+    }
     std::vector<Row> rows;
     if (r == 0) {
       fmt::print("# holmes-bench: {} ranks, dtype {}, op {}, root {}, iters {}, warmup {}{}{}\n", n,
@@ -374,13 +420,13 @@ int main(int argc, char** argv) {
                  check ? ", checked" : "", device != nullptr ? ", device buffers" : "");
       fmt::print(
           "# {:>12} {:>12} {:>9} {:>6} {:>5}  {:>10} {:>8} {:>8} {:>7}  {:>10} {:>8} "
-          "{:>8} {:>7}\n",
-          "", "", "", "", "", "out-of-place", "", "", "", "in-place", "", "", "");
+          "{:>8} {:>7}  {:>6} {:>10}\n",
+          "", "", "", "", "", "out-of-place", "", "", "", "in-place", "", "", "", "", "model");
       fmt::print(
           "# {:>12} {:>12} {:>9} {:>6} {:>5}  {:>10} {:>8} {:>8} {:>7}  {:>10} {:>8} "
-          "{:>8} {:>7}\n",
+          "{:>8} {:>7}  {:>6} {:>10}\n",
           "size", "count", "type", "redop", "root", "time(us)", "algbw", "busbw", "#wrong",
-          "time(us)", "algbw", "busbw", "#wrong");
+          "time(us)", "algbw", "busbw", "#wrong", "algo", "pred(us)");
     }
     for (const auto& [name, coll] : selected) {
       if (r == 0) fmt::print("# {}\n", name);
@@ -399,7 +445,20 @@ int main(int argc, char** argv) {
           b.upload();
           b.device = &device->bound_to(b.device_send.get());
         }
+        std::string algorithm = "-";
+        double predicted_us = 0;
+        if (const auto c = public_collective(coll)) {
+          const std::size_t per_call =
+              coll == Coll::kReduceScatter || coll == Coll::kAllgather || coll == Coll::kAlltoall
+                  ? s.size_elems / static_cast<std::size_t>(n)
+                  : s.size_elems;
+          const auto choice = comm.query_algorithm(*c, per_call, dtype);
+          algorithm = hm_algorithm_name(choice.algorithm);
+          predicted_us = choice.predicted_us;
+        }
         Row row{name,
+                algorithm,
+                predicted_us,
                 s.size_elems * es,
                 s.size_elems,
                 holmes::dtype_name(dtype),
@@ -435,10 +494,10 @@ int main(int argc, char** argv) {
           auto wrong = [](long long w) { return w < 0 ? std::string("N/A") : std::to_string(w); };
           fmt::print(
               "  {:>12} {:>12} {:>9} {:>6} {:>5}  {:>10.1f} {:>8.3f} {:>8.3f} {:>7}  "
-              "{:>10.1f} {:>8.3f} {:>8.3f} {:>7}\n",
+              "{:>10.1f} {:>8.3f} {:>8.3f} {:>7}  {:>6} {:>10.1f}\n",
               row.size_bytes, row.count, row.type, row.redop, row.root, row.time_us[0],
               row.algbw[0], row.busbw[0], wrong(row.wrong[0]), row.time_us[1], row.algbw[1],
-              row.busbw[1], wrong(row.wrong[1]));
+              row.busbw[1], wrong(row.wrong[1]), row.algorithm, row.predicted_us);
           std::fflush(stdout);
         }
         rows.push_back(row);
@@ -458,13 +517,14 @@ int main(int argc, char** argv) {
       if (!csv_path.empty()) {
         std::ofstream csv(csv_path);
         csv << "collective,size,count,type,redop,root,time_us,algbw,busbw,wrong,"
-               "time_us_inplace,algbw_inplace,busbw_inplace,wrong_inplace,ranks\n";
+               "time_us_inplace,algbw_inplace,busbw_inplace,wrong_inplace,ranks,algorithm,"
+               "predicted_us\n";
         for (const auto& row : rows) {
           csv << fmt::format(
-              "{},{},{},{},{},{},{:.3f},{:.6f},{:.6f},{},{:.3f},{:.6f},{:.6f},{},{}\n",
+              "{},{},{},{},{},{},{:.3f},{:.6f},{:.6f},{},{:.3f},{:.6f},{:.6f},{},{},{},{:.1f}\n",
               row.collective, row.size_bytes, row.count, row.type, row.redop, row.root,
               row.time_us[0], row.algbw[0], row.busbw[0], row.wrong[0], row.time_us[1],
-              row.algbw[1], row.busbw[1], row.wrong[1], n);
+              row.algbw[1], row.busbw[1], row.wrong[1], n, row.algorithm, row.predicted_us);
         }
       }
       if (!json_path.empty()) {
@@ -477,6 +537,8 @@ int main(int argc, char** argv) {
                          {"redop", row.redop},
                          {"root", row.root},
                          {"ranks", n},
+                         {"algorithm", row.algorithm},
+                         {"predicted_us", row.predicted_us},
                          {"out_of_place",
                           {{"time_us", row.time_us[0]},
                            {"algbw", row.algbw[0]},

@@ -1,0 +1,149 @@
+// The cost model and the selector as pure functions: the hierarchy built from host and island
+// names, predictions that behave as the formulas say, choices in the regimes where the answer
+// is known, and HOLMES_ALGO / HOLMES_COST_* parsing with errors that name what is wrong.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "collectives/algorithm.hpp"
+#include "collectives/tuning.hpp"
+#include "core/status.hpp"
+
+namespace holmes {
+namespace {
+
+// `islands` islands of `hosts_per_island` hosts of `ranks_per_host` ranks, ranks interleaved
+// across islands (rank r on island r % islands) so that rank order is the worst ring.
+Hierarchy cluster(int islands, int hosts_per_island, int ranks_per_host, const CostModel& m) {
+  std::vector<std::string> hosts;
+  std::vector<std::string> island_names;
+  const int n = islands * hosts_per_island * ranks_per_host;
+  for (int r = 0; r < n; ++r) {
+    const int island = r % islands;
+    const int within = r / islands;
+    const int host = within / ranks_per_host;
+    island_names.push_back("i" + std::to_string(island));
+    hosts.push_back("i" + std::to_string(island) + "h" + std::to_string(host));
+  }
+  return make_hierarchy(hosts, island_names, m.shm, m.island_rdma, m.inter_island);
+}
+
+TEST(Hierarchy, GroupsIslandsAndHostsAndOrdersTheRing) {
+  const CostModel m;
+  const Hierarchy h = cluster(2, 2, 2, m);  // ranks 0,2,4,6 on i0; 1,3,5,7 on i1
+  ASSERT_EQ(h.islands.size(), 2u);
+  EXPECT_EQ(h.islands[0], (std::vector<int>{0, 2, 4, 6}));
+  EXPECT_EQ(h.islands[1], (std::vector<int>{1, 3, 5, 7}));
+  EXPECT_EQ(h.ring_order, (std::vector<int>{0, 2, 4, 6, 1, 3, 5, 7}));
+  EXPECT_EQ(h.max_ranks_per_host(0), 2);
+  EXPECT_EQ(h.link(0, 2).gbytes_per_s, m.shm.gbytes_per_s);          // same host
+  EXPECT_EQ(h.link(0, 4).gbytes_per_s, m.island_rdma.gbytes_per_s);  // same island
+  EXPECT_EQ(h.link(0, 1).gbytes_per_s, m.inter_island.gbytes_per_s);
+}
+
+TEST(CostModel, RingTimeGrowsWithSizeAndIsBandwidthBoundWhenLarge) {
+  CostModel m;
+  const Hierarchy h = cluster(1, 1, 4, m);  // 4 ranks on one host
+  const double small = predict(h, m, CollectiveKind::kAllreduce, Algorithm::kRing, 1024);
+  const double large = predict(h, m, CollectiveKind::kAllreduce, Algorithm::kRing, 64e6);
+  EXPECT_LT(small, large);
+  // 2(n-1)/n * S / bandwidth is the floor of a ring allreduce.
+  EXPECT_GE(large, 2.0 * 3 / 4 * 64e6 / (m.shm.gbytes_per_s * 1e3));
+  EXPECT_EQ(predict(h, m, CollectiveKind::kBroadcast, Algorithm::kRing, 1024),
+            std::numeric_limits<double>::infinity());
+}
+
+TEST(CostModel, SmallMessagesAvoidTheRingLargeOnesTakeIt) {
+  CostModel m;
+  const Hierarchy h = cluster(1, 1, 8, m);
+  const auto tiny = choose(h, m, CollectiveKind::kAllreduce, 8);
+  EXPECT_EQ(tiny.algorithm, Algorithm::kRecursiveDoubling);
+  const auto huge = choose(h, m, CollectiveKind::kAllreduce, 256e6);
+  EXPECT_EQ(huge.algorithm, Algorithm::kRing);
+  EXPECT_EQ(choose(h, m, CollectiveKind::kBroadcast, 8).algorithm, Algorithm::kTree);
+  EXPECT_EQ(choose(h, m, CollectiveKind::kBroadcast, 256e6).algorithm, Algorithm::kChain);
+  // One island: the hierarchical algorithm is never chosen by itself.
+  EXPECT_NE(choose(h, m, CollectiveKind::kAllreduce, 64e6).algorithm, Algorithm::kHierarchical);
+}
+
+TEST(CostModel, ASlowLinkBetweenIslandsMakesHierarchicalWin) {
+  CostModel m;
+  m.inter_island = {100, 0.125};  // 1 Gbit/s between islands
+  const Hierarchy h = cluster(2, 2, 2, m);
+  const auto choice = choose(h, m, CollectiveKind::kAllreduce, 64e6);
+  EXPECT_EQ(choice.algorithm, Algorithm::kHierarchical);
+  const double ring = predict(h, m, CollectiveKind::kAllreduce, Algorithm::kRing, 64e6);
+  // Ring: 2(n-1)/n S over one 1 Gbit/s link; hierarchical: 4 lanes, two per host uplink, each
+  // carrying 2(G-1)/G * S/4: about 3.5x less time on the slow tier.
+  EXPECT_GT(ring / choice.microseconds, 3.0);
+  // The bound the slow tier sets: 2(G-1)/G * S / L per lane at the lane's share of the uplink.
+  const double bound = 2.0 * 1 / 2 * 64e6 / 4 / (0.125 / 2 * 1e3);
+  EXPECT_GE(choice.microseconds, bound);
+  EXPECT_LT(choice.microseconds, 1.3 * bound);
+}
+
+TEST(CostModel, ForcedAlgorithmIsReportedWithItsPrediction) {
+  CostModel m;
+  const Hierarchy h = cluster(1, 1, 4, m);
+  const auto forced = choose(h, m, CollectiveKind::kAllreduce, 4096, Algorithm::kHalvingDoubling);
+  EXPECT_EQ(forced.algorithm, Algorithm::kHalvingDoubling);
+  EXPECT_DOUBLE_EQ(forced.microseconds,
+                   predict(h, m, CollectiveKind::kAllreduce, Algorithm::kHalvingDoubling, 4096));
+  // An algorithm the collective lacks falls back to the model.
+  EXPECT_EQ(choose(h, m, CollectiveKind::kAlltoall, 4096, Algorithm::kRing).algorithm,
+            Algorithm::kPairwise);
+}
+
+TEST(ForcedAlgorithms, OneNameAppliesWhereItExists) {
+  const auto forced = ForcedAlgorithms::parse("tree");
+  EXPECT_EQ(forced.get(CollectiveKind::kBroadcast), Algorithm::kTree);
+  EXPECT_EQ(forced.get(CollectiveKind::kReduce), Algorithm::kTree);
+  EXPECT_EQ(forced.get(CollectiveKind::kAllreduce), Algorithm::kAuto);
+  const auto list = ForcedAlgorithms::parse("allreduce=rhd, broadcast=chain");
+  EXPECT_EQ(list.get(CollectiveKind::kAllreduce), Algorithm::kHalvingDoubling);
+  EXPECT_EQ(list.get(CollectiveKind::kBroadcast), Algorithm::kChain);
+  EXPECT_EQ(list.get(CollectiveKind::kReduce), Algorithm::kAuto);
+  EXPECT_EQ(ForcedAlgorithms::parse("auto").get(CollectiveKind::kAllreduce), Algorithm::kAuto);
+}
+
+void expect_invalid(const std::string& text, const std::string& mentions) {
+  try {
+    ForcedAlgorithms::parse(text);
+    ADD_FAILURE() << "accepted '" << text << "'";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.status(), HM_ERR_INVALID_ARGUMENT);
+    EXPECT_NE(std::string(e.what()).find(mentions), std::string::npos) << e.what();
+  }
+}
+
+TEST(ForcedAlgorithms, BadTextIsRefusedNamingWhatIsWrong) {
+  expect_invalid("fastest", "unknown algorithm 'fastest'");
+  expect_invalid("allreduce=tree", "allreduce has no algorithm 'tree'");
+  expect_invalid("gather=ring", "unknown collective 'gather'");
+  expect_invalid("allreduce", "unknown algorithm 'allreduce'");
+  expect_invalid("allreduce=ring,bogus", "is not collective=algorithm");
+}
+
+TEST(CostModel, EnvironmentOverridesAndRejectsNonsense) {
+  setenv("HOLMES_COST_INTER_ISLAND", "250,0.5", 1);
+  const auto m = CostModel::from_env();
+  EXPECT_DOUBLE_EQ(m.inter_island.latency_us, 250);
+  EXPECT_DOUBLE_EQ(m.inter_island.gbytes_per_s, 0.5);
+  for (const char* bad : {"fast", "10", "10,0", "-1,2", "10,2x", "nan,1"}) {
+    setenv("HOLMES_COST_INTER_ISLAND", bad, 1);
+    try {
+      CostModel::from_env();
+      ADD_FAILURE() << "accepted " << bad;
+    } catch (const Error& e) {
+      EXPECT_EQ(e.status(), HM_ERR_INVALID_ARGUMENT);
+      EXPECT_NE(std::string(e.what()).find("HOLMES_COST_INTER_ISLAND"), std::string::npos);
+    }
+  }
+  unsetenv("HOLMES_COST_INTER_ISLAND");
+}
+
+}  // namespace
+}  // namespace holmes
