@@ -71,9 +71,8 @@ CollectiveKind kind_of(hm_collective_t collective) {
 
 void Communicator::set_algorithm(hm_collective_t collective, hm_algorithm_t algorithm) {
   const auto kind = kind_of(collective);
-  require(algorithm >= 0 && algorithm < HM_ALGORITHM_COUNT,
-          "unknown algorithm {} (valid: 0..{})", static_cast<int>(algorithm),
-          HM_ALGORITHM_COUNT - 1);
+  require(algorithm >= 0 && algorithm < HM_ALGORITHM_COUNT, "unknown algorithm {} (valid: 0..{})",
+          static_cast<int>(algorithm), HM_ALGORITHM_COUNT - 1);
   impl().set_algorithm(kind, static_cast<Algorithm>(algorithm));
 }
 

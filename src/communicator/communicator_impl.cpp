@@ -42,40 +42,31 @@ CommunicatorImpl::CommunicatorImpl(Params params)
       chunk_bytes_(params.chunk_bytes),
       transport_options_(std::move(params.transport_options)),
       topology_(std::move(params.topology)),
-      localities_(std::move(params.localities)),
       cost_model_(CostModel::from_env()),
       forced_(ForcedAlgorithms::from_env()),
       sent_to_(static_cast<std::size_t>(size_), 0),
       received_from_(static_cast<std::size_t>(size_), 0) {
   cost_model_.chunk_bytes = static_cast<double>(chunk_bytes_);
-  if (localities_.size() != static_cast<std::size_t>(size_)) {
-    localities_.assign(static_cast<std::size_t>(size_), Locality{"host", "island", "ethernet"});
+  if (params.facts.localities.size() != static_cast<std::size_t>(size_)) {
+    params.facts.localities.assign(static_cast<std::size_t>(size_),
+                                   Locality{"host", "island", "ethernet"});
   }
-  hierarchy_ = make_hierarchy_from(localities_);
+  hierarchy_ = make_hierarchy_from(params.facts);
 }
 
-Hierarchy CommunicatorImpl::make_hierarchy_from(const std::vector<Locality>& localities) const {
+Hierarchy CommunicatorImpl::make_hierarchy_from(const WiringFacts& facts) const {
   std::vector<std::string> hosts;
   std::vector<std::string> islands;
-  for (const auto& l : localities) {
+  for (const auto& l : facts.localities) {
     hosts.push_back(l.host);
     islands.push_back(l.island);
   }
-  // Each tier's numbers follow the transport this rank uses on it (every rank chose the same
-  // kind per tier, from the same cards).
-  const Locality& here = localities[static_cast<std::size_t>(rank_)];
-  LinkCost same_host = cost_model_.shm;
-  LinkCost same_island = here.rdma() ? cost_model_.island_rdma : cost_model_.island_tcp;
-  for (int peer = 0; peer < size_; ++peer) {
-    if (peer == rank_) continue;
-    const Locality& there = localities[static_cast<std::size_t>(peer)];
-    const TransportKind kind = transport_->route(peer).kind;
-    if (there.host == here.host) {
-      same_host = kind == TransportKind::kTcp ? cost_model_.host_tcp : cost_model_.shm;
-    } else if (there.island == here.island) {
-      same_island = kind == TransportKind::kTcp ? cost_model_.island_tcp : cost_model_.island_rdma;
-    }
-  }
+  // Each tier's numbers follow the slowest transport any rank uses on it: every rank knows the
+  // same facts, so every rank makes the same choice.
+  const LinkCost same_host = facts.host_tier_tcp ? cost_model_.host_tcp : cost_model_.shm;
+  const LinkCost same_island = facts.island_tier_tcp || !facts.island_tier_rdma
+                                   ? cost_model_.island_tcp
+                                   : cost_model_.island_rdma;
   return make_hierarchy(hosts, islands, same_host, same_island, cost_model_.inter_island);
 }
 
@@ -152,10 +143,10 @@ std::shared_ptr<CommunicatorImpl> CommunicatorImpl::create_world(const ResolvedC
     return all;
   };
   std::unique_ptr<Router> router;
-  std::vector<Locality> localities;
+  WiringFacts facts;
   std::optional<Error> failure;
   try {
-    router = wire(config.rank, config.world_size, options, gather, deadline, &localities);
+    router = wire(config.rank, config.world_size, options, gather, deadline, &facts);
   } catch (const Error& e) {
     failure = e;  // every rank finished the exchanges: leave together all the same
   }
@@ -179,7 +170,7 @@ std::shared_ptr<CommunicatorImpl> CommunicatorImpl::create_world(const ResolvedC
   params.chunk_bytes = config.chunk_bytes;
   params.transport_options = options;
   params.topology = config.topology;
-  params.localities = std::move(localities);
+  params.facts = std::move(facts);
   return std::make_shared<CommunicatorImpl>(std::move(params));
 }
 
@@ -256,9 +247,9 @@ std::shared_ptr<CommunicatorImpl> CommunicatorImpl::split(int color, int key) {
     for (const auto& m : members) ours.push_back(all[static_cast<std::size_t>(m.parent_rank)]);
     return ours;
   };
-  std::vector<Locality> localities;
+  WiringFacts facts;
   auto router = wire(new_rank, static_cast<int>(members.size()), options, gather,
-                     Deadline::after(timeout_), &localities);
+                     Deadline::after(timeout_), &facts);
 
   Params params;
   params.rank = new_rank;
@@ -269,7 +260,7 @@ std::shared_ptr<CommunicatorImpl> CommunicatorImpl::split(int color, int key) {
   params.chunk_bytes = chunk_bytes_;
   params.transport_options = transport_options_;
   params.topology = topology_;
-  params.localities = std::move(localities);
+  params.facts = std::move(facts);
   return std::make_shared<CommunicatorImpl>(std::move(params));
 }
 
@@ -359,21 +350,19 @@ void CommunicatorImpl::execute(const CollectiveCall& call, std::uint64_t sequenc
                                DeviceMemory* device) {
   check_usable();
   // The split exchanges always take the plain ring: they run before anything else is agreed.
-  const Algorithm algorithm =
-      call.kind == CollectiveKind::kSplit
-          ? Algorithm::kRing
-          : query_algorithm(call.kind, call.count, call.dtype).algorithm;
+  const Algorithm algorithm = call.kind == CollectiveKind::kSplit
+                                  ? Algorithm::kRing
+                                  : query_algorithm(call.kind, call.count, call.dtype).algorithm;
   // The algorithm is part of the signature: ranks that chose differently (a different
   // HOLMES_ALGO or cost numbers) fail with HM_ERR_MISMATCH where their messages meet.
   const auto signature =
       collective_signature(call.kind, call.count, call.dtype, call.op, call.root) ^
       (static_cast<std::uint32_t>(algorithm) * 0x9e3779b9u);
-  CollectiveContext ctx(
-      *transport_, rank_, size_, sequence, signature, timeout_, chunk_bytes_,
-      fmt::format("{} #{} ({}) on rank {}", collective_name(call.kind), sequence,
-                  algorithm_name(algorithm), rank_),
-      CollectiveResources{&scratch_, &progress_, device,
-                          device != nullptr ? &staging(*device) : nullptr});
+  CollectiveContext ctx(*transport_, rank_, size_, sequence, signature, timeout_, chunk_bytes_,
+                        fmt::format("{} #{} ({}) on rank {}", collective_name(call.kind), sequence,
+                                    algorithm_name(algorithm), rank_),
+                        CollectiveResources{&scratch_, &progress_, device,
+                                            device != nullptr ? &staging(*device) : nullptr});
   try {
     run(ctx, call, algorithm);
   } catch (const Error& e) {
@@ -426,15 +415,14 @@ void CommunicatorImpl::run(CollectiveContext& ctx, const CollectiveCall& call,
                                         call.root);
         default: {
           auto chain = ordered();
-          return chain_broadcast(chain, call.recv, call.count, call.dtype,
-                                 position_of(call.root));
+          return chain_broadcast(chain, call.recv, call.count, call.dtype, position_of(call.root));
         }
       }
     case CollectiveKind::kReduce:
       switch (algorithm) {
         case Algorithm::kTree:
-          return tree_reduce(ctx, call.send, call.recv, call.count, call.dtype, call.op,
-                             call.root, size_);
+          return tree_reduce(ctx, call.send, call.recv, call.count, call.dtype, call.op, call.root,
+                             size_);
         case Algorithm::kHierarchical:
           return hierarchical_reduce(ctx, h, cost_model_, call.send, call.recv, call.count,
                                      call.dtype, call.op, call.root);

@@ -19,11 +19,12 @@
 
 #include "collectives/algorithm.hpp"
 #include "collectives/context.hpp"
-#include "collectives/tuning.hpp"
 #include "collectives/device_memory.hpp"
 #include "collectives/staging.hpp"
+#include "collectives/tuning.hpp"
 #include "communicator/config.hpp"
 #include "communicator/op_queue.hpp"
+#include "communicator/wiring.hpp"
 #include "core/completion.hpp"
 #include "topology/locality.hpp"
 #include "transports/options.hpp"
@@ -66,7 +67,7 @@ class CommunicatorImpl : public std::enable_shared_from_this<CommunicatorImpl> {
     std::size_t chunk_bytes = kDefaultChunkBytes;
     TransportOptions transport_options;  // split communicators create theirs the same way
     std::optional<std::string> topology;
-    std::vector<Locality> localities;  // every rank's, index = rank
+    WiringFacts facts;  // what the ranks agreed on at wiring
   };
 
   explicit CommunicatorImpl(Params params);
@@ -116,7 +117,7 @@ class CommunicatorImpl : public std::enable_shared_from_this<CommunicatorImpl> {
   std::vector<std::string> allgather_strings(const std::string& mine);
   void execute(const CollectiveCall& call, std::uint64_t sequence, DeviceMemory* device);
   void run(CollectiveContext& ctx, const CollectiveCall& call, Algorithm algorithm);
-  Hierarchy make_hierarchy_from(const std::vector<Locality>& localities) const;
+  Hierarchy make_hierarchy_from(const WiringFacts& facts) const;
   void check_usable() const;
   // Records the first failure and closes the transport so no buffer is touched afterwards.
   void poison(hm_status_t status, const std::string& message) noexcept;
@@ -129,7 +130,6 @@ class CommunicatorImpl : public std::enable_shared_from_this<CommunicatorImpl> {
   std::size_t chunk_bytes_;
   TransportOptions transport_options_;
   std::optional<std::string> topology_;
-  std::vector<Locality> localities_;
   CostModel cost_model_;
   Hierarchy hierarchy_;
   mutable std::mutex algorithm_mutex_;

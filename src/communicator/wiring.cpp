@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "communicator/peer_card.hpp"
+#include "core/env.hpp"
 #include "core/log.hpp"
 #include "core/status.hpp"
 
@@ -45,7 +46,7 @@ std::string describe(const std::vector<Route>& routes, int rank, const Locality&
 
 std::unique_ptr<Router> wire(int rank, int size, const TransportOptions& options,
                              const GatherStrings& gather, const Deadline& deadline,
-                             std::vector<Locality>* localities) {
+                             WiringFacts* facts) {
   const auto n = static_cast<std::size_t>(size);
   const auto me = static_cast<std::size_t>(rank);
   // Failures before the exchanges end are carried through them, so that every rank fails at
@@ -130,6 +131,27 @@ std::unique_ptr<Router> wire(int rank, int size, const TransportOptions& options
   } else {
     second["error"] = local_error->what();
   }
+  // The transport this rank uses on each tier ('t' tcp, 'f' faster, '-' no such peer), and the
+  // variables every rank must agree on.
+  std::string tiers = "--";
+  for (std::size_t p = 0; p < n && !local_error; ++p) {
+    if (p == me || !cards[p] || row[p] == kNoRoute) continue;
+    const bool same_host = cards[p]->locality.host == card.locality.host;
+    const bool same_island = cards[p]->locality.island == card.locality.island;
+    char& tier = same_host ? tiers[0] : tiers[1];
+    if (!same_host && !same_island) continue;
+    if (routes[p].kind == TransportKind::kTcp) {
+      tier = 't';
+    } else if (tier != 't') {
+      tier = 'f';
+    }
+  }
+  second["tiers"] = tiers;
+  nlohmann::json settings = nlohmann::json::object();
+  for (const char* variable : kAgreedVariables) {
+    settings[variable] = env_string(variable).value_or("");
+  }
+  second["settings"] = settings;
   const auto replies = gather(second.dump());
   if (local_error) throw *local_error;
 
@@ -163,6 +185,27 @@ std::unique_ptr<Router> wire(int rank, int size, const TransportOptions& options
              p, name(their_choice), rank, name(row[p]));
       }
     }
+    if (facts != nullptr) {
+      const std::string their_tiers = reply.value("tiers", "--");
+      if (their_tiers.size() == 2) {
+        facts->host_tier_tcp |= their_tiers[0] == 't';
+        facts->island_tier_tcp |= their_tiers[1] == 't';
+        facts->island_tier_rdma |= their_tiers[1] == 'f';
+      }
+    }
+    if (p != me) {
+      const auto theirs = reply.value("settings", nlohmann::json::object());
+      for (const char* variable : kAgreedVariables) {
+        const std::string mine = settings.value(variable, "");
+        const std::string their_value = theirs.value(variable, "");
+        if (mine != their_value) {
+          fail(HM_ERR_MISMATCH,
+               "rank {} runs with {}='{}', this rank (rank {}) with '{}': every rank must use the "
+               "same value (it steers which algorithm each collective runs)",
+               p, variable, their_value, rank, mine);
+        }
+      }
+    }
     const auto& published = reply.value("addresses", nlohmann::json::object());
     for (auto kind : kAllTransportKinds) {
       const auto k = static_cast<std::size_t>(kind);
@@ -177,10 +220,10 @@ std::unique_ptr<Router> wire(int rank, int size, const TransportOptions& options
     }
   }
   routes[me] = {TransportKind::kTcp, "this rank"};
-  if (localities != nullptr) {
-    localities->clear();
+  if (facts != nullptr) {
+    facts->localities.clear();
     for (std::size_t p = 0; p < n; ++p) {
-      localities->push_back(p == me ? card.locality : cards[p]->locality);
+      facts->localities.push_back(p == me ? card.locality : cards[p]->locality);
     }
   }
   HM_LOG_INFO("{}", describe(routes, rank, card.locality));

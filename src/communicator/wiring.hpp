@@ -28,9 +28,30 @@ using GatherStrings = std::function<std::vector<std::string>(const std::string& 
 // communicator but share the exchange medium make the same number of empty calls).
 constexpr int kWiringExchanges = 2;
 
-// `localities`, when given, receives every rank's locality (index = rank).
+// What every rank of the new communicator knows alike after wiring, for the cost model (which
+// must make the same choice on every rank).
+struct WiringFacts {
+  std::vector<Locality> localities;  // every rank's, index = rank
+  // Transports used on each tier by any rank: same host, and hosts of one island.
+  bool host_tier_tcp = false;
+  bool island_tier_tcp = false;
+  bool island_tier_rdma = false;
+};
+
+// The variables that steer the algorithm choice: every rank must have the same values, or init
+// fails with HM_ERR_MISMATCH naming the variable and the rank.
+inline constexpr const char* kAgreedVariables[] = {"HOLMES_ALGO",
+                                                   "HOLMES_COST_SHM",
+                                                   "HOLMES_COST_HOST_TCP",
+                                                   "HOLMES_COST_ISLAND_RDMA",
+                                                   "HOLMES_COST_ISLAND_TCP",
+                                                   "HOLMES_COST_INTER_ISLAND",
+                                                   "HOLMES_COST_REDUCE_GBPS",
+                                                   "HOLMES_CHUNK_BYTES"};
+
+// `facts`, when given, receives what the ranks agreed on.
 std::unique_ptr<Router> wire(int rank, int size, const TransportOptions& options,
                              const GatherStrings& gather, const Deadline& deadline,
-                             std::vector<Locality>* localities = nullptr);
+                             WiringFacts* facts = nullptr);
 
 }  // namespace holmes::detail

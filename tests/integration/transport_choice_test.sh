@@ -8,7 +8,7 @@ BIN=$1
 BENCH=("$BIN/holmes-bench" allreduce -b 1K -e 1K --iters 1 --warmup 0)
 export HOLMES_TIMEOUT_MS=30000
 CLEAN=(env -u HOLMES_RANK -u HOLMES_WORLD_SIZE -u HOLMES_STORE -u HOLMES_TOKEN
-       -u HOLMES_STORE_SERVE -u HOLMES_TRANSPORT)
+       -u HOLMES_STORE_SERVE -u HOLMES_TRANSPORT -u HOLMES_ALGO)
 
 echo "== ranks that disagree fail on both sides, naming each other"
 port=$(free_port)
@@ -28,6 +28,24 @@ expect_contains "$WORK/r0" "HM_ERR_MISMATCH"
 expect_contains "$WORK/r1" "HM_ERR_MISMATCH"
 expect_contains "$WORK/r0" "rank 1 runs with HOLMES_TRANSPORT=auto"
 expect_contains "$WORK/r1" "rank 0 runs with HOLMES_TRANSPORT=tcp"
+[ $(( $(date +%s) - start )) -lt 20 ] || fail "disagreement took too long to report"
+
+echo "== ranks with different HOLMES_ALGO fail at init, naming the variable (no hang)"
+port=$(free_port)
+start=$(date +%s)
+"${CLEAN[@]}" HOLMES_RANK=0 HOLMES_WORLD_SIZE=2 HOLMES_STORE=127.0.0.1:$port HOLMES_ALGO=rd \
+  "${BENCH[@]}" >"$WORK/a0" 2>&1 &
+p0=$!
+"${CLEAN[@]}" HOLMES_RANK=1 HOLMES_WORLD_SIZE=2 HOLMES_STORE=127.0.0.1:$port HOLMES_ALGO=ring \
+  "${BENCH[@]}" >"$WORK/a1" 2>&1 &
+p1=$!
+set +e
+wait $p0; c0=$?
+wait $p1; c1=$?
+set -e
+[ "$c0" != 0 ] && [ "$c1" != 0 ] || { cat "$WORK/a0" "$WORK/a1"; fail "a rank succeeded"; }
+expect_contains "$WORK/a0" "rank 1 runs with HOLMES_ALGO='ring', this rank (rank 0) with 'rd'"
+expect_contains "$WORK/a1" "HM_ERR_MISMATCH"
 [ $(( $(date +%s) - start )) -lt 20 ] || fail "disagreement took too long to report"
 
 echo "== a forced transport this machine cannot run"
