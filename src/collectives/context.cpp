@@ -185,7 +185,8 @@ Transfer CollectiveContext::recv(int position, std::uint64_t step, std::span<std
 }
 
 void CollectiveContext::wait(const Transfer& transfer) {
-  if (!transfer.request->wait_until(Deadline::after(timeout_))) {
+  if (!transfer.request->wait_until(Deadline::after(timeout_),
+                                    transport_.yield_before_sleep(transfer.peer))) {
     fail(HM_ERR_TIMEOUT, "{}: timed out after {} ms {} rank {} ({})", what_, timeout_.count(),
          transfer.receive ? "waiting for data from" : "sending to", transfer.peer,
          transport_.link(transfer.peer).description);

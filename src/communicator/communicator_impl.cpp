@@ -544,7 +544,7 @@ void CommunicatorImpl::wait(RequestImpl& r) {
     if (r.request->status() != HM_SUCCESS) throw Error(r.request->status(), r.request->message());
     return;
   }
-  if (!r.request->wait_until(Deadline::after(timeout_))) {
+  if (!r.request->wait_until(Deadline::after(timeout_), transport_->yield_before_sleep(r.peer))) {
     const auto message = fmt::format("{} on rank {}: timed out after {} ms ({})", r.what, rank_,
                                      timeout_.count(), transport_->link(r.peer).description);
     poison(HM_ERR_TIMEOUT, message);

@@ -1,5 +1,7 @@
 #include "core/completion.hpp"
 
+#include <thread>
+
 namespace holmes {
 
 bool Completion::complete(hm_status_t status, std::string message) {
@@ -45,8 +47,17 @@ std::shared_ptr<Completion> Completion::all_of(
   return joined;
 }
 
-bool Completion::wait_until(const Deadline& deadline) {
+bool Completion::wait_until(const Deadline& deadline, std::chrono::microseconds yield_first) {
   if (done()) return true;
+  // On a fast link (shared memory) completions arrive within microseconds: yield the core for a
+  // short while before sleeping, since a wake-up through the kernel costs tens of microseconds
+  // (more in a virtual machine) and would dominate small messages. Yielding, not spinning:
+  // another rank's thread on this core runs meanwhile.
+  const auto spin_until = std::chrono::steady_clock::now() + yield_first;
+  while (std::chrono::steady_clock::now() < spin_until) {
+    std::this_thread::yield();
+    if (done()) return true;
+  }
   std::unique_lock lock(mutex_);
   done_cv_.wait_until(lock, deadline.at(), [&] { return done_.load(std::memory_order_relaxed); });
   return done_.load(std::memory_order_acquire);

@@ -6,6 +6,7 @@
 #include <holmes/holmes.h>
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <functional>
 #include <memory>
@@ -16,6 +17,10 @@
 #include "core/clock.hpp"
 
 namespace holmes {
+
+// How long a waiter on a shared-memory link yields the core, checking for completion, before it
+// sleeps (see Transport::yield_before_sleep).
+inline constexpr std::chrono::microseconds kYieldBeforeSleep{50};
 
 class Completion {
  public:
@@ -32,7 +37,8 @@ class Completion {
   const std::string& message() const { return message_; }
 
   // Blocks until done or the deadline; returns done().
-  bool wait_until(const Deadline& deadline);
+  bool wait_until(const Deadline& deadline,
+                  std::chrono::microseconds yield_first = std::chrono::microseconds(0));
 
   // Runs `callback` once the outcome is known: at once (on this thread) if already done, else on
   // the thread that completes it. Callbacks must be short and must not block.

@@ -71,6 +71,11 @@ void Router::shutdown(hm_status_t status, const std::string& why, bool wait) {
   }
 }
 
+std::chrono::microseconds Router::yield_before_sleep(int peer) const {
+  return peer >= 0 && peer < size() ? carrier(peer).yield_before_sleep(peer)
+                                    : std::chrono::microseconds(0);
+}
+
 LinkProperties Router::link(int peer) const {
   if (peer < 0 || peer >= size() || peer == rank_) return {"self", "this rank", 0, 0};
   return carrier(peer).link(peer);

@@ -35,6 +35,7 @@ class Router final : public Transport {
                       std::span<std::byte> data) override;
   void shutdown(hm_status_t status, const std::string& why, bool wait) override;
   LinkProperties link(int peer) const override;
+  std::chrono::microseconds yield_before_sleep(int peer) const override;
   void fail_peer(int peer, hm_status_t status, const std::string& message) override;
 
   const Route& route(int peer) const { return routes_.at(static_cast<std::size_t>(peer)); }

@@ -15,6 +15,7 @@
 
 #include <holmes/holmes.h>
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -65,6 +66,14 @@ class Transport {
   virtual void shutdown(hm_status_t status, const std::string& why, bool wait) = 0;
 
   virtual LinkProperties link(int peer) const = 0;
+
+  // How long a caller waiting for traffic with `peer` should yield the core before sleeping:
+  // worth it where completions arrive in microseconds (shared memory), harmful where another
+  // thread of this process must run to complete them (a socket's io thread).
+  virtual std::chrono::microseconds yield_before_sleep(int peer) const {
+    (void)peer;
+    return std::chrono::microseconds(0);
+  }
 
   // Fails everything pending with `peer` and all later traffic with it. The router calls this
   // when the control plane sees the peer go, for transports (shm, ucx) that cannot see it.

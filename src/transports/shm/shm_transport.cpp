@@ -187,6 +187,7 @@ class ShmTransport final : public Transport {
                       std::span<std::byte> data) override;
   void shutdown(hm_status_t status, const std::string& why, bool wait) override;
   LinkProperties link(int peer) const override;
+  std::chrono::microseconds yield_before_sleep(int) const override { return kYieldBeforeSleep; }
   void fail_peer(int peer, hm_status_t status, const std::string& message) override;
   void set_peer_failure_listener(PeerFailureListener listener) override {
     failure_listener_ = std::move(listener);
@@ -465,7 +466,17 @@ void ShmTransport::run() {
       do_shutdown(memory ? HM_ERR_OUT_OF_MEMORY : HM_ERR_INTERNAL, why);
       break;
     }
-    if (!busy && !closed_) sleep_on_doorbell(own_.header(), seen, sleep_bound(Clock::now()));
+    if (!busy && !closed_) {
+      // Peers answer within microseconds while a collective runs: yield the core a little
+      // before sleeping on the doorbell (a futex wake-up costs tens of microseconds).
+      const auto spin_until = Clock::now() + kYieldBeforeSleep;
+      bool moved = false;
+      while (!moved && Clock::now() < spin_until) {
+        std::this_thread::yield();
+        moved = doorbell_value(own_.header()) != seen;
+      }
+      if (!moved) sleep_on_doorbell(own_.header(), seen, sleep_bound(Clock::now()));
+    }
   }
   // Stopped: whatever is queued now, or arrives later, fails at once.
   std::vector<Command> left;
