@@ -108,6 +108,13 @@ CollectiveContext CollectiveContext::view(std::vector<int> members, std::uint64_
   return CollectiveContext(*this, std::move(members), step_base_ + (phase << kPhaseShift));
 }
 
+CollectiveContext CollectiveContext::view(std::vector<int> members, std::uint64_t phase,
+                                          ScratchSpace& scratch) const {
+  CollectiveContext v = view(std::move(members), phase);
+  v.resources_.scratch = &scratch;
+  return v;
+}
+
 std::byte* CollectiveContext::scratch(std::size_t bytes) {
   return area(resources_.scratch->slots, bytes);
 }

@@ -102,6 +102,9 @@ class CollectiveContext {
   // phase gets its own number so that the phases' steps never share a tag. The view borrows
   // this context's scratch and must not outlive it.
   CollectiveContext view(std::vector<int> members, std::uint64_t phase) const;
+  // The same, with its own scratch: for phases that run at the same time on other threads.
+  CollectiveContext view(std::vector<int> members, std::uint64_t phase,
+                         ScratchSpace& scratch) const;
   // The communicator rank at `position` of this context.
   int member(int position) const {
     return members_.empty() ? position : members_[static_cast<std::size_t>(position)];

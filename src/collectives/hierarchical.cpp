@@ -1,18 +1,22 @@
 // Hierarchical collectives: the slow tier between islands carries as few bytes as possible, and
 // every rank's own uplink carries its share.
 //
-//   allreduce  1. inside each island, a ring reduce-scatter into M shards (M = ranks of the
-//                 smallest island; in a larger island the ranks past M own no shard);
-//              2. shard k is allreduced across islands by lane k: the k-th rank of every island
-//                 (ring or recursive doubling, by the cost model), so M uplinks work at once and
-//                 each carries 1/M of the data;
-//              3. inside each island, a ring allgather of the shards.
+//   allreduce  descends the levels host -> island -> world: at each level, a ring
+//              reduce-scatter inside each group (host, then island) into M shards (M = size of
+//              the smallest group; in a larger group the ranks past M own no shard), shard k
+//              carried one level down by the k-th rank of every group, and at the bottom the
+//              lanes allreduce across islands (ring or recursive doubling, by the cost model);
+//              then ring allgathers back up. Shared memory takes the host level, the island's
+//              fabric the island level, and each slow uplink 1/M of the data. Large messages go
+//              in segments whose levels overlap.
 //   broadcast  the root's island leader (the root) broadcasts to the other islands' leaders,
 //              then every leader inside its island.
 //   reduce     the reverse: inside each island to its leader, then across leaders to the root.
 // Each element is reduced in a fixed order (island ring order, then lane order), and allreduce
 // results are copied out from the one rank that reduced them: identical bits on every rank.
 #include <algorithm>
+#include <exception>
+#include <thread>
 #include <vector>
 
 #include "collectives/algorithms.hpp"
@@ -68,54 +72,139 @@ void rooted_reduce(CollectiveContext& ctx, Algorithm algorithm, const void* send
 
 }  // namespace
 
-void hierarchical_allreduce(CollectiveContext& ctx, const Hierarchy& h, const CostModel& model,
-                            const void* send, void* recv, std::size_t count, hm_dtype_t dtype,
-                            hm_op_t op) {
+namespace {
+
+// Levels of the hierarchy an allreduce descends: hosts, then islands; below the last, the ranks
+// left (one per island) allreduce flat over the slow tier.
+constexpr int kLevels = 2;
+
+// Allreduce over `ranks` (communicator ranks, this rank among them) from `level` down: inside
+// each group of this level (a host, an island) a ring reduce-scatter into M shards (M = size of
+// the smallest group), shard p allreduced by the ranks at position p of every group one level
+// down, then a ring allgather inside the group. Only the last level's traffic crosses the slow
+// tier, 1/M of the data per lane and every lane on its own uplink. Phases are numbered by level
+// from `first_phase`, the same on every rank.
+void descend(const CollectiveContext& top, const Hierarchy& h, const CostModel& model,
+             const std::vector<int>& ranks, int level, const std::byte* in, std::byte* out,
+             std::size_t count, hm_dtype_t dtype, hm_op_t op, std::uint64_t first_phase,
+             ScratchSpace* scratch) {
   const std::size_t es = dtype_size(dtype);
-  const int n = ctx.size();
-  auto* out = static_cast<std::byte*>(recv);
-  const auto* in = static_cast<const std::byte*>(send);
-  if (n == 1 || count == 0) {
-    ctx.copy(out, in, count * es);
+  auto view = [&](std::vector<int> members, std::uint64_t phase) {
+    return scratch != nullptr ? top.view(std::move(members), first_phase + phase, *scratch)
+                              : top.view(std::move(members), first_phase + phase);
+  };
+  if (level == kLevels || ranks.size() == 1) {
+    auto flat = view(ranks, 2 * kLevels);
+    const auto inner = choose_lane_allreduce(model, static_cast<int>(ranks.size()),
+                                             static_cast<double>(count * es), h.other_island);
+    if (inner == Algorithm::kRecursiveDoubling) {
+      recursive_doubling_allreduce(flat, in, out, count, dtype, op, top.size());
+    } else {
+      ring_allreduce(flat, in, out, count, dtype, op, top.size());
+    }
     return;
   }
-  const Place me = place_of(h, ctx.rank());
-  const auto& island = h.islands[static_cast<std::size_t>(me.island)];
-  std::size_t lanes = island.size();
-  for (const auto& other : h.islands) lanes = std::min(lanes, other.size());
-  // The island's blocks: shard k for positions k < lanes, nothing for the others.
+  const std::vector<int>& key = level == 0 ? h.host : h.island;
+  // Groups in order of their first rank in `ranks`.
+  std::vector<std::vector<int>> groups;
+  std::vector<int> group_keys;
+  for (int r : ranks) {
+    const int k = key[static_cast<std::size_t>(r)];
+    const auto it = std::find(group_keys.begin(), group_keys.end(), k);
+    if (it == group_keys.end()) {
+      group_keys.push_back(k);
+      groups.push_back({r});
+    } else {
+      groups[static_cast<std::size_t>(it - group_keys.begin())].push_back(r);
+    }
+  }
+  if (groups.size() == 1) {
+    return descend(top, h, model, ranks, level + 1, in, out, count, dtype, op, first_phase,
+                   scratch);
+  }
+  const int me = top.member(top.rank());
+  const std::vector<int>* mine = nullptr;
+  std::size_t position = 0;
+  std::size_t lanes = ranks.size();
+  for (const auto& g : groups) {
+    lanes = std::min(lanes, g.size());
+    const auto it = std::find(g.begin(), g.end(), me);
+    if (it != g.end()) {
+      mine = &g;
+      position = static_cast<std::size_t>(it - g.begin());
+    }
+  }
+  // The group's blocks: shard k for positions k < lanes, nothing for the others.
   const BlockLayout shards(count, static_cast<int>(lanes), count);
   std::vector<BlockLayout::Range> blocks;
-  for (std::size_t k = 0; k < island.size(); ++k) {
+  for (std::size_t k = 0; k < mine->size(); ++k) {
     blocks.push_back(k < lanes ? BlockLayout::Range{shards.block_start(static_cast<int>(k)),
                                                     shards.block_size(static_cast<int>(k))}
                                : BlockLayout::Range{0, 0});
   }
-  const BlockLayout layout(std::move(blocks), chunk_elements(ctx, es));
-  auto island_ctx = ctx.view(island, kFirst);
-  const std::size_t own_start = layout.block_start(me.position);
-  const std::size_t own_count = layout.block_size(me.position);
-  // 1. Sums only: the average divides once, after the lanes.
-  ring_reduce_scatter_blocks(island_ctx, in, out + own_start * es, layout, dtype, op, 0, nullptr);
-  // 2. Lane `position` allreduces its shard across the islands, in place.
-  if (static_cast<std::size_t>(me.position) < lanes) {
+  const BlockLayout layout(std::move(blocks), chunk_elements(top, es));
+  const std::size_t own_start = layout.block_start(static_cast<int>(position));
+  const std::size_t own_count = layout.block_size(static_cast<int>(position));
+  // Sums only on the way down: the average divides once, at the bottom.
+  auto scatter = view(*mine, 2 * static_cast<std::uint64_t>(level));
+  ring_reduce_scatter_blocks(scatter, in, out + own_start * es, layout, dtype, op, 0, nullptr);
+  if (position < lanes) {
     std::vector<int> lane;
-    for (const auto& other : h.islands) {
-      lane.push_back(other[static_cast<std::size_t>(me.position)]);
-    }
-    auto lane_ctx = ctx.view(lane, kSecond);
+    for (const auto& g : groups) lane.push_back(g[position]);
     std::byte* shard = out + own_start * es;
-    const auto inner = choose_lane_allreduce(model, static_cast<int>(lane.size()),
-                                             static_cast<double>(own_count * es), h.other_island);
-    if (inner == Algorithm::kRecursiveDoubling) {
-      recursive_doubling_allreduce(lane_ctx, shard, shard, own_count, dtype, op, n);
-    } else {
-      ring_allreduce(lane_ctx, shard, shard, own_count, dtype, op, n);
-    }
+    descend(top, h, model, lane, level + 1, shard, shard, own_count, dtype, op, first_phase,
+            scratch);
   }
-  // 3. Every rank of the island gets every shard.
-  auto gather_ctx = ctx.view(island, kThird);
-  ring_allgather_blocks(gather_ctx, out, layout, dtype);
+  auto gather = view(*mine, 2 * static_cast<std::uint64_t>(level) + 1);
+  ring_allgather_blocks(gather, out, layout, dtype);
+}
+
+// Phases one descent uses (two per level and the flat allreduce at the bottom).
+constexpr std::uint64_t kPhasesPerDescent = 2 * kLevels + 1;
+
+}  // namespace
+
+void hierarchical_allreduce(CollectiveContext& ctx, const Hierarchy& h, const CostModel& model,
+                            const void* send, void* recv, std::size_t count, hm_dtype_t dtype,
+                            hm_op_t op) {
+  const std::size_t es = dtype_size(dtype);
+  auto* out = static_cast<std::byte*>(recv);
+  const auto* in = static_cast<const std::byte*>(send);
+  if (ctx.size() == 1 || count == 0) {
+    ctx.copy(out, in, count * es);
+    return;
+  }
+  // Large messages go in segments whose phases overlap, each on its own thread: while one
+  // segment crosses the slow tier, the next is reduced inside the islands. Every rank computes
+  // the same segments, so the phases' numbers (and tags) match. Device buffers take one segment
+  // (their staging and kernels are not shared between threads).
+  std::vector<int> everyone(static_cast<std::size_t>(ctx.size()));
+  for (int r = 0; r < ctx.size(); ++r) everyone[static_cast<std::size_t>(r)] = r;
+  const int segments = ctx.on_device() ? 1 : hierarchical_segments(h, model, count * es);
+  if (segments <= 1) {
+    descend(ctx, h, model, everyone, 0, in, out, count, dtype, op, kFirst, nullptr);
+    return;
+  }
+  const BlockLayout parts(count, segments, count);
+  std::vector<ScratchSpace> scratch(static_cast<std::size_t>(segments));
+  std::vector<std::exception_ptr> errors(static_cast<std::size_t>(segments));
+  std::vector<std::thread> threads;
+  for (int s = 0; s < segments; ++s) {
+    threads.emplace_back([&, s] {
+      try {
+        const std::size_t at = parts.block_start(s);
+        descend(ctx, h, model, everyone, 0, in + at * es, out + at * es, parts.block_size(s), dtype,
+                op, kFirst + kPhasesPerDescent * static_cast<std::uint64_t>(s),
+                &scratch[static_cast<std::size_t>(s)]);
+      } catch (...) {
+        errors[static_cast<std::size_t>(s)] = std::current_exception();
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (const auto& e : errors) {
+    if (e) std::rethrow_exception(e);
+  }
 }
 
 void hierarchical_broadcast(CollectiveContext& ctx, const Hierarchy& h, const CostModel& model,

@@ -29,7 +29,8 @@ class BlockLayout {
     std::size_t count;   // may be 0
   };
 
-  BlockLayout(std::size_t count, int parts, std::size_t chunk_elems) : chunk_elems_(chunk_elems) {
+  BlockLayout(std::size_t count, int parts, std::size_t chunk_elems)
+      : chunk_elems_(std::max<std::size_t>(1, chunk_elems)) {
     const auto n = static_cast<std::size_t>(parts);
     for (std::size_t k = 0; k < n; ++k) {
       blocks_.push_back({k * (count / n) + std::min(k, count % n), count / n + (k < count % n)});
@@ -37,7 +38,7 @@ class BlockLayout {
     count_chunks();
   }
   BlockLayout(std::vector<Range> blocks, std::size_t chunk_elems)
-      : blocks_(std::move(blocks)), chunk_elems_(chunk_elems) {
+      : blocks_(std::move(blocks)), chunk_elems_(std::max<std::size_t>(1, chunk_elems)) {
     count_chunks();
   }
 

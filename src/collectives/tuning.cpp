@@ -281,15 +281,18 @@ double predict(const Hierarchy& h, const CostModel& m, CollectiveKind kind, Algo
           // allreduced across islands by lanes of one rank per island.
           const double shard = bytes / s.smallest_island;
           const double intra_steps = s.largest_island - 1.0;
-          double t = 2 * intra_steps *
-                         (s.intra.latency_us + chunks_of(m, shard, chunk) * m.chunk_overhead_us) +
-                     std::max(2 * intra_steps * s.intra.transfer_us(shard),
-                              intra_steps * shard * reduce_us_per_byte);
-          if (s.islands > 1) {
-            t += std::min(ring_allreduce_us(m, s.islands, shard, s.lane, chunk),
-                          rd_allreduce_us(m, s.islands, shard, s.lane, chunk));
-          }
-          return t;
+          const double intra =
+              2 * intra_steps *
+                  (s.intra.latency_us + chunks_of(m, shard, chunk) * m.chunk_overhead_us) +
+              std::max(2 * intra_steps * s.intra.transfer_us(shard),
+                       intra_steps * shard * reduce_us_per_byte);
+          if (s.islands < 2) return intra;
+          const double inter = std::min(ring_allreduce_us(m, s.islands, shard, s.lane, chunk),
+                                        rd_allreduce_us(m, s.islands, shard, s.lane, chunk));
+          // Segments overlap the tiers: the slower one sets the pace, the other shows once
+          // per segment.
+          const double k = hierarchical_segments(h, m, bytes);
+          return std::max(intra, inter) + std::min(intra, inter) / k;
         }
         default:
           return kInfinity;
@@ -325,6 +328,14 @@ double predict(const Hierarchy& h, const CostModel& m, CollectiveKind kind, Algo
       return log2_ceil(n) * (s.any.latency_us + m.chunk_overhead_us);
   }
   return kInfinity;
+}
+
+int hierarchical_segments(const Hierarchy& h, const CostModel& model, double bytes) {
+  (void)model;
+  // Below a few MiB a segment's latency costs more than the overlap saves.
+  constexpr double kMinBytes = 4 << 20;
+  constexpr int kSegments = 4;
+  return h.islands.size() >= 2 && bytes >= kMinBytes ? kSegments : 1;
 }
 
 Algorithm choose_lane_allreduce(const CostModel& model, int ranks, double bytes,

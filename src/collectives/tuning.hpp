@@ -89,6 +89,10 @@ double predict(const Hierarchy& h, const CostModel& model, CollectiveKind kind, 
 Prediction choose(const Hierarchy& h, const CostModel& model, CollectiveKind kind, double bytes,
                   Algorithm forced = Algorithm::kAuto);
 
+// How many segments a hierarchical allreduce of `bytes` cuts its buffer into so that the
+// phases of different segments overlap (1: no overlap; small messages, one island).
+int hierarchical_segments(const Hierarchy& h, const CostModel& model, double bytes);
+
 // Inner choices of the hierarchical algorithms, for `ranks` ranks joined by `link`.
 Algorithm choose_lane_allreduce(const CostModel& model, int ranks, double bytes,
                                 const LinkCost& link);

@@ -144,6 +144,10 @@ struct Peer {
   std::uint64_t held_base = 0;   // sequence number of held.front()
   std::uint64_t held_bytes = 0;  // ring bytes of the records waiting for a receive
   std::unordered_map<std::uint64_t, std::vector<std::uint64_t>> held_by_tag;  // sequence numbers
+  // Since when its producer has waited for space without this rank freeing any (nullopt: it
+  // does not wait), and how far the ring was freed then.
+  std::optional<Clock::time_point> stuck_since;
+  std::uint64_t stuck_released = 0;
   pid_t pid = 0;
   bool pid_checkable = false;
   bool cma_from = false;  // its large messages come as RTS records
@@ -205,8 +209,11 @@ class ShmTransport final : public Transport {
   void want_attach(int peer);
   bool attach_peers(Clock::time_point now);
   void attach(int peer, std::unique_ptr<PeerSegment> segment);
-  bool read_rings();
-  bool read_ring(int peer);
+  bool read_rings(Clock::time_point now);
+  bool read_ring(int peer, Clock::time_point now);
+  // Whether fragments waiting in the ring from `peer` must be copied out to make room for its
+  // producer.
+  bool must_make_room(int peer, Clock::time_point now);
   bool verify_producer(int peer);
   // Handles one record; false when it failed the peer. `keep` says whether a fragment whose
   // receive is not posted may stay in the ring.
@@ -451,7 +458,7 @@ void ShmTransport::run() {
     try {
       const auto now = Clock::now();
       busy |= attach_peers(now);
-      busy |= read_rings();
+      busy |= read_rings(now);
       busy |= expire_parked(now);
       busy |= continue_pulls();
       busy |= write_rings();
@@ -499,6 +506,7 @@ std::chrono::nanoseconds ShmTransport::sleep_bound(Clock::time_point now) const 
       until = std::min(until, p.next_attach_try);
     }
     if (p.waiting_for_space) until = std::min(until, now + kSpaceWait);
+    if (p.stuck_since) until = std::min(until, *p.stuck_since + tuning_.park_grace);
     for (const auto& [tag, parked] : p.parked) {
       until = std::min(until, parked.since + tuning_.park_grace);
     }
@@ -711,11 +719,11 @@ void ShmTransport::maybe_unlink() {
 // Receiving
 // ---------------------------------------------------------------------------------------------
 
-bool ShmTransport::read_rings() {
+bool ShmTransport::read_rings(Clock::time_point now) {
   bool busy = false;
   for (std::size_t i = 0; i < peers_.size(); ++i) {
     if (peers_[i].served && peers_[i].failure == HM_SUCCESS) {
-      busy |= read_ring(static_cast<int>(i));
+      busy |= read_ring(static_cast<int>(i), now);
     }
   }
   return busy;
@@ -769,7 +777,7 @@ bool ShmTransport::verify_producer(int peer) {
   return true;
 }
 
-bool ShmTransport::read_ring(int peer) {
+bool ShmTransport::read_ring(int peer, Clock::time_point now) {
   auto& p = peers_[static_cast<std::size_t>(peer)];
   RingControl& control = own_.control(peer);
   if (!p.reader) {
@@ -812,18 +820,15 @@ bool ShmTransport::read_ring(int peer) {
               fmt::format("shm: {} corrupted its ring: {}", peer_name(peer), corrupt), true);
     return true;
   }
-  // Fragments wait in the ring for their receive as long as half of the ring stays free for the
-  // producer (space is freed in ring order, so a waiting fragment also holds back everything
-  // read after it); beyond that, and when the producer is stuck, the oldest are copied out.
-  // Once it has closed they all are: what it wrote is still delivered, as unexpected messages.
+  // Fragments wait in the ring for their receive (space is freed in ring order, so a waiting
+  // fragment also holds back everything read after it) until the producer needs the room; see
+  // must_make_room. Once it has closed they all are copied out: what it wrote is still
+  // delivered, as unexpected messages.
   release_done(peer);
-  const std::uint64_t ring = p.reader->bytes();
   if (closed || ending) {
     evict_held(peer, 0);
-  } else if (load_acquire(control.producer_waiting) != 0) {
-    evict_held(peer, ring / 4);
-  } else {
-    evict_held(peer, ring / 2);
+  } else if (must_make_room(peer, now)) {
+    evict_held(peer, p.reader->bytes() / 4);
   }
   // Once it has closed, messages parked for a receive never come (it let go of them).
   if ((closed || ending) && p.pulls.empty() && p.reader->drained()) {
@@ -838,6 +843,35 @@ bool ShmTransport::read_ring(int peer) {
     }
   }
   return busy;
+}
+
+bool ShmTransport::must_make_room(int peer, Clock::time_point now) {
+  auto& p = peers_[static_cast<std::size_t>(peer)];
+  if (p.held_bytes == 0 || load_acquire(own_.control(peer).producer_waiting) == 0) {
+    p.stuck_since.reset();
+    return false;
+  }
+  // Copying a fragment out costs an allocation and a second copy, and a producer that waits for
+  // space is ordinary flow control while this rank's receives trail its sends (a pipelined
+  // collective sends a whole block at once and receives a few chunks ahead): the fragments are
+  // then copied once, from the ring, as their receives are posted. They are moved aside only
+  // when something else needs the room: a receive posted here waits for bytes the producer
+  // cannot write (they are behind the waiting fragments), or the producer has made no progress
+  // for a while (its send may have to complete before this rank posts the receive).
+  for (const auto& [tag, request] : p.posted) {
+    if (!request->done()) {
+      p.stuck_since.reset();
+      return true;
+    }
+  }
+  if (!p.stuck_since || p.stuck_released != p.reader->released()) {
+    p.stuck_since = now;
+    p.stuck_released = p.reader->released();
+    return false;
+  }
+  if (now - *p.stuck_since < tuning_.park_grace) return false;
+  p.stuck_since = now;  // one round per grace period, should this one not free anything
+  return true;
 }
 
 void ShmTransport::release_done(int peer) {
@@ -1248,6 +1282,7 @@ void ShmTransport::peer_gone(int peer, hm_status_t status, const std::string& me
   p.held.clear();
   p.held_by_tag.clear();
   p.held_bytes = 0;
+  p.stuck_since.reset();
   if (p.writer) {
     // Nothing more goes to it, and any message of ours it may be reading is about to be
     // released: tell it before failing the sends.
@@ -1288,6 +1323,7 @@ void ShmTransport::do_shutdown(hm_status_t status, const std::string& why) {
     p.held.clear();
     p.held_by_tag.clear();
     p.held_bytes = 0;
+    p.stuck_since.reset();
     complete_acknowledged(p);
     for (auto& [cookie, op] : p.awaiting) op.request->complete(status, why);
     p.awaiting.clear();
