@@ -4,6 +4,7 @@
 #include <cmath>
 #include <limits>
 #include <map>
+#include <set>
 #include <string>
 
 #include "core/env.hpp"
@@ -119,6 +120,38 @@ Shape shape_of(const Hierarchy& h, const CostModel& model) {
   s.lane = {h.other_island.latency_us, h.other_island.gbytes_per_s / sharing};
   (void)model;
   return s;
+}
+
+// Group sizes of the hierarchical allreduce's levels.
+struct Levels {
+  int min_per_host = 1;
+  int max_per_host = 1;
+  int min_hosts_per_island = 1;
+  int max_hosts_per_island = 1;
+};
+
+Levels levels_of(const Hierarchy& h) {
+  std::map<int, int> per_host;
+  std::map<int, std::set<int>> hosts_of_island;
+  for (int r = 0; r < h.size(); ++r) {
+    ++per_host[h.host[static_cast<std::size_t>(r)]];
+    hosts_of_island[h.island[static_cast<std::size_t>(r)]].insert(
+        h.host[static_cast<std::size_t>(r)]);
+  }
+  Levels lv;
+  lv.min_per_host = h.size();
+  lv.max_per_host = 0;
+  for (const auto& [host, count] : per_host) {
+    lv.min_per_host = std::min(lv.min_per_host, count);
+    lv.max_per_host = std::max(lv.max_per_host, count);
+  }
+  lv.min_hosts_per_island = h.size();
+  lv.max_hosts_per_island = 0;
+  for (const auto& [island, hosts] : hosts_of_island) {
+    lv.min_hosts_per_island = std::min(lv.min_hosts_per_island, static_cast<int>(hosts.size()));
+    lv.max_hosts_per_island = std::max(lv.max_hosts_per_island, static_cast<int>(hosts.size()));
+  }
+  return lv;
 }
 
 double chunks_of(const CostModel& model, double bytes, double chunk_bytes) {
@@ -277,18 +310,29 @@ double predict(const Hierarchy& h, const CostModel& m, CollectiveKind kind, Algo
         case Algorithm::kHalvingDoubling:
           return rhd_allreduce_us(m, n, bytes, s.any, chunk);
         case Algorithm::kHierarchical: {
-          // Reduce-scatter and allgather inside the islands in shards of 1/M, the shards
-          // allreduced across islands by lanes of one rank per island.
-          const double shard = bytes / s.smallest_island;
-          const double intra_steps = s.largest_island - 1.0;
-          const double intra =
-              2 * intra_steps *
-                  (s.intra.latency_us + chunks_of(m, shard, chunk) * m.chunk_overhead_us) +
-              std::max(2 * intra_steps * s.intra.transfer_us(shard),
-                       intra_steps * shard * reduce_us_per_byte);
+          // Host level: M0 shards (M0 = ranks of the smallest host) over shared memory; island
+          // level: M1 shards of those (M1 = hosts of the smallest island) over the island's
+          // fabric; then lanes of one rank per island across the slow tier, the M0 lanes of a
+          // host sharing its uplink.
+          const Levels lv = levels_of(h);
+          auto level_us = [&](int group, double shards, double data, const LinkCost& link) {
+            if (group <= 1) return 0.0;
+            const double shard = data / shards;
+            const double steps = group - 1.0;
+            return 2 * steps *
+                       (link.latency_us + chunks_of(m, shard, chunk) * m.chunk_overhead_us) +
+                   std::max(2 * steps * link.transfer_us(shard),
+                            steps * shard * reduce_us_per_byte);
+          };
+          const double intra = level_us(lv.max_per_host, lv.min_per_host, bytes, h.same_host) +
+                               level_us(lv.max_hosts_per_island, lv.min_hosts_per_island,
+                                        bytes / lv.min_per_host, h.same_island);
           if (s.islands < 2) return intra;
-          const double inter = std::min(ring_allreduce_us(m, s.islands, shard, s.lane, chunk),
-                                        rd_allreduce_us(m, s.islands, shard, s.lane, chunk));
+          const double shard = bytes / (lv.min_per_host * lv.min_hosts_per_island);
+          const LinkCost lane{h.other_island.latency_us,
+                              h.other_island.gbytes_per_s / lv.min_per_host};
+          const double inter = std::min(ring_allreduce_us(m, s.islands, shard, lane, chunk),
+                                        rd_allreduce_us(m, s.islands, shard, lane, chunk));
           // Segments overlap the tiers: the slower one sets the pace, the other shows once
           // per segment.
           const double k = hierarchical_segments(h, m, bytes);

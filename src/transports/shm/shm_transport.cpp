@@ -134,6 +134,7 @@ struct Peer {
   std::chrono::milliseconds attach_backoff{1};
   std::deque<SendOp> sends;                  // not yet (wholly) in the ring, in order
   std::map<std::uint64_t, SendOp> awaiting;  // RTS written, waiting for the peer to read them
+  std::uint64_t awaiting_bytes = 0;          // their sizes together
   std::uint64_t next_cookie = 1;
   bool waiting_for_space = false;
   bool owe_wakeup = false;  // freed its ring space before this rank could ring it
@@ -1137,6 +1138,14 @@ bool ShmTransport::write_ring(int peer) {
     return cma && op.data.size() >= tuning_.cma_min_bytes && op.sent == 0 &&
            (p.awaiting.empty() || p.awaiting.begin()->first + kAckSlots > p.next_cookie);
   };
+  // Cross-memory messages not read yet are bounded like the ring's bytes (at least one is
+  // always allowed): a sender far ahead of its receiver would otherwise see its messages wait
+  // past the park grace and be read into temporaries, two copies instead of one. The receiver's
+  // acknowledgement rings this endpoint's doorbell.
+  const std::uint64_t window = p.segment->ring_bytes();
+  const auto cma_window_full = [&](const SendOp& op) {
+    return !p.awaiting.empty() && p.awaiting_bytes + op.data.size() > window;
+  };
   std::uint64_t written = 0;
   bool full = false;
   while (!p.sends.empty() && written < kPassBytes) {
@@ -1147,6 +1156,7 @@ bool ShmTransport::write_ring(int peer) {
     h.tag = op.tag;
     h.total = size;
     if (by_cma(op)) {
+      if (cma_window_full(op)) break;
       h.kind = static_cast<std::uint32_t>(RecordKind::kRts);
       h.offset = 0;
       h.length = size;
@@ -1159,6 +1169,7 @@ bool ShmTransport::write_ring(int peer) {
         break;
       }
       op.cookie = p.next_cookie++;
+      p.awaiting_bytes += size;
       p.awaiting.emplace(op.cookie, std::move(op));
       p.sends.pop_front();
       written += kRecordHeaderBytes;
@@ -1216,6 +1227,7 @@ bool ShmTransport::complete_acknowledged(Peer& p) {
   for (auto it = p.awaiting.begin(); it != p.awaiting.end();) {
     if (load_acquire(control.rts_acked[it->first % kAckSlots]) == it->first) {
       auto request = std::move(it->second.request);
+      p.awaiting_bytes -= it->second.data.size();
       it = p.awaiting.erase(it);
       request->complete();
       busy = true;
@@ -1292,6 +1304,7 @@ void ShmTransport::peer_gone(int peer, hm_status_t status, const std::string& me
   }
   for (auto& [cookie, op] : p.awaiting) op.request->complete(status, message);
   p.awaiting.clear();
+  p.awaiting_bytes = 0;
   for (auto& op : p.sends) op.request->complete(status, message);
   p.sends.clear();
   matcher_.fail_peer(peer, status, message);
@@ -1327,6 +1340,7 @@ void ShmTransport::do_shutdown(hm_status_t status, const std::string& why) {
     complete_acknowledged(p);
     for (auto& [cookie, op] : p.awaiting) op.request->complete(status, why);
     p.awaiting.clear();
+    p.awaiting_bytes = 0;
     for (auto& op : p.sends) op.request->complete(status, why);
     p.sends.clear();
   }
