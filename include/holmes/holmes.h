@@ -178,9 +178,9 @@ HM_API hm_status_t hm_comm_set_algorithm(hm_comm_t comm, hm_collective_t collect
  * communicator (the forced algorithm, or the cost model's choice) and the time the cost model
  * predicts for it, in microseconds (either output may be NULL). For reduce_scatter and
  * allgather, count is per rank, as in the calls. */
-HM_API hm_status_t hm_comm_query_algorithm(hm_comm_t comm, hm_collective_t collective,
-                                           size_t count, hm_dtype_t dtype,
-                                           hm_algorithm_t* algorithm, double* predicted_us);
+HM_API hm_status_t hm_comm_query_algorithm(hm_comm_t comm, hm_collective_t collective, size_t count,
+                                           hm_dtype_t dtype, hm_algorithm_t* algorithm,
+                                           double* predicted_us);
 
 /* Collective over comm: ranks with the same color form a new communicator, ordered by key
  * (then by rank in comm). A rank that passes HM_COLOR_UNDEFINED gets *newcomm = NULL. */
