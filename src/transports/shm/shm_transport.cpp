@@ -119,8 +119,21 @@ struct Pull {
   std::uint64_t done = 0;
 };
 
+// What a caller thread needs to write a message into a peer's ring itself (ShmTransport::isend),
+// shared with the progress thread and guarded by `mutex`.
+struct SendLane {
+  std::mutex mutex;
+  // The ring is attached and the peer healthy: set by the progress thread once it has attached,
+  // cleared (for good) before it fails the peer or shuts down.
+  bool open = false;
+  // Sends handed to the progress thread that have not left its queue: while there are any, a
+  // new send joins the queue too, so that messages enter the ring in the order they were sent.
+  std::uint64_t handed_off = 0;
+};
+
 struct Peer {
   std::string address;
+  std::unique_ptr<SendLane> lane = std::make_unique<SendLane>();
   bool served = false;
   hm_status_t failure = HM_SUCCESS;
   std::string failure_message;
@@ -134,7 +147,6 @@ struct Peer {
   std::chrono::milliseconds attach_backoff{1};
   std::deque<SendOp> sends;                  // not yet (wholly) in the ring, in order
   std::map<std::uint64_t, SendOp> awaiting;  // RTS written, waiting for the peer to read them
-  std::uint64_t awaiting_bytes = 0;          // their sizes together
   std::uint64_t next_cookie = 1;
   bool waiting_for_space = false;
   bool owe_wakeup = false;  // freed its ring space before this rank could ring it
@@ -170,6 +182,7 @@ struct Command {
   std::uint64_t tag = 0;
   std::uint32_t signature = 0;
   std::span<const std::byte> send_data;
+  std::uint64_t sent = 0;  // bytes of send_data the caller already wrote into the ring
   std::span<std::byte> recv_data;
   CompletionPtr request;
   hm_status_t status = HM_SUCCESS;
@@ -201,6 +214,12 @@ class ShmTransport final : public Transport {
  private:
   // Hands a command to the progress thread; false (and nothing queued) once it has stopped.
   bool submit(Command command);
+  // On the caller's thread: writes as much of a message as fits now into the ring to `peer`,
+  // when nothing sent to it earlier is still queued and the message does not go by cross-memory
+  // attach. True when all of it is in the ring (the send is complete); otherwise the progress
+  // thread has been told to expect the rest, from `sent` bytes on.
+  bool write_directly(int peer, std::uint64_t tag, std::uint32_t signature,
+                      std::span<const std::byte> data, std::uint64_t& sent);
   void wake() { ring_doorbell(own_.header()); }
 
   // Everything below runs on the progress thread only.
@@ -237,6 +256,8 @@ class ShmTransport final : public Transport {
   bool complete_acknowledged(Peer& p);
   bool write_rings();
   bool write_ring(int peer);
+  // write_ring's part under the lane's lock.
+  bool write_sends(Peer& p, std::vector<CompletionPtr>& completed, bool& corrupted);
   void check_liveness(Clock::time_point now);
   void check_connected();
   void maybe_unlink();
@@ -357,18 +378,60 @@ CompletionPtr ShmTransport::isend(int peer, std::uint64_t tag, std::uint32_t sig
   require(peer >= 0 && peer < size_.load() && peer != rank_.load(), "shm: cannot send to rank {}",
           peer);
   auto request = std::make_shared<Completion>();
+  std::uint64_t sent = 0;
+  if (write_directly(peer, tag, signature, data, sent)) {
+    request->complete();
+    return request;
+  }
   Command c;
   c.kind = Command::Kind::kSend;
   c.peer = peer;
   c.tag = tag;
   c.signature = signature;
   c.send_data = data;
+  c.sent = sent;
   c.request = request;
   if (!submit(std::move(c))) {
     std::lock_guard lock(mutex_);
     request->complete(final_status_, final_why_);
   }
   return request;
+}
+
+bool ShmTransport::write_directly(int peer, std::uint64_t tag, std::uint32_t signature,
+                                  std::span<const std::byte> data, std::uint64_t& sent) {
+  // Writing here instead of on the progress thread saves a hand-off (a wakeup, on a busy host
+  // a wait for the scheduler) and copies data the caller has usually just produced while it is
+  // still in this core's cache; the send completes at once.
+  auto& p = peers_[static_cast<std::size_t>(peer)];
+  SendLane& lane = *p.lane;
+  std::lock_guard lock(lane.mutex);
+  sent = 0;
+  if (lane.open && lane.handed_off == 0) {
+    RingWriter& writer = *p.writer;
+    const bool by_cma =
+        tuning_.cma && data.size() >= tuning_.cma_min_bytes &&
+        load_acquire(writer.control().cma) == static_cast<std::uint32_t>(CmaState::kWorks);
+    bool written = false;
+    while (!by_cma && (sent < data.size() || !written)) {
+      const std::uint64_t length = std::min(writer.max_payload(), data.size() - sent);
+      RecordHeader h{};
+      h.kind = static_cast<std::uint32_t>(RecordKind::kData);
+      h.signature = signature;
+      h.tag = tag;
+      h.total = data.size();
+      h.offset = sent;
+      h.length = length;
+      // Full (or corrupt, which the progress thread then finds): it takes the rest.
+      if (writer.write(h, data.subspan(sent, length)) != RingWriter::Result::kWritten) break;
+      sent += length;
+      written = true;
+      ring_doorbell(p.segment->header());
+    }
+    if (written && sent == data.size()) return true;
+  }
+  ++lane.handed_off;  // from here on the progress thread owns the lane's order
+  return false;
 }
 
 CompletionPtr ShmTransport::irecv(int peer, std::uint64_t tag, std::uint32_t signature,
@@ -544,13 +607,19 @@ void ShmTransport::handle(Command& c) {
   switch (c.kind) {
     case Command::Kind::kSend: {
       auto& p = peers_[static_cast<std::size_t>(c.peer)];
-      if (!p.served) {
-        c.request->complete(HM_ERR_INVALID_ARGUMENT,
-                            fmt::format("shm: rank {} is not reached through shm", c.peer));
-      } else if (p.failure != HM_SUCCESS) {
-        c.request->complete(p.failure, p.failure_message);
+      if (!p.served || p.failure != HM_SUCCESS) {
+        {
+          std::lock_guard lock(p.lane->mutex);
+          --p.lane->handed_off;
+        }
+        if (!p.served) {
+          c.request->complete(HM_ERR_INVALID_ARGUMENT,
+                              fmt::format("shm: rank {} is not reached through shm", c.peer));
+        } else {
+          c.request->complete(p.failure, p.failure_message);
+        }
       } else {
-        p.sends.push_back(SendOp{c.request, c.tag, c.signature, c.send_data});
+        p.sends.push_back(SendOp{c.request, c.tag, c.signature, c.send_data, c.sent});
         want_attach(c.peer);
       }
       break;
@@ -687,6 +756,10 @@ void ShmTransport::attach(int peer, std::unique_ptr<PeerSegment> segment) {
   }
   p.segment = std::move(segment);
   p.attach_wanted = false;
+  {
+    std::lock_guard lock(p.lane->mutex);
+    p.lane->open = true;
+  }
   ring_doorbell(p.segment->header());
   if (p.owe_wakeup) {
     p.owe_wakeup = false;
@@ -1118,16 +1191,32 @@ bool ShmTransport::write_rings() {
 
 bool ShmTransport::write_ring(int peer) {
   auto& p = peers_[static_cast<std::size_t>(peer)];
+  bool busy = complete_acknowledged(p);
+  // Completed sends are completed once the lane is unlocked: a completion may run a callback
+  // that sends again.
+  std::vector<CompletionPtr> completed;
+  bool corrupted = false;
+  {
+    std::lock_guard lock(p.lane->mutex);
+    busy |= write_sends(p, completed, corrupted);
+  }
+  for (auto& request : completed) request->complete();
+  if (corrupted) {
+    peer_gone(peer, HM_ERR_TRANSPORT,
+              fmt::format("shm: {} corrupted the ring this rank writes to", peer_name(peer)), true);
+    return true;
+  }
+  return busy;
+}
+
+bool ShmTransport::write_sends(Peer& p, std::vector<CompletionPtr>& completed, bool& corrupted) {
   RingWriter& writer = *p.writer;
   RingControl& control = writer.control();
   bool busy = false;
   const auto corrupt = [&] {
-    peer_gone(peer, HM_ERR_TRANSPORT,
-              fmt::format("shm: {} corrupted the ring this rank writes to", peer_name(peer)), true);
+    corrupted = true;
     return true;
   };
-
-  busy |= complete_acknowledged(p);
 
   const bool cma =
       tuning_.cma && load_acquire(control.cma) == static_cast<std::uint32_t>(CmaState::kWorks);
@@ -1137,14 +1226,6 @@ bool ShmTransport::write_ring(int peer) {
   const auto by_cma = [&](const SendOp& op) {
     return cma && op.data.size() >= tuning_.cma_min_bytes && op.sent == 0 &&
            (p.awaiting.empty() || p.awaiting.begin()->first + kAckSlots > p.next_cookie);
-  };
-  // Cross-memory messages not read yet are bounded like the ring's bytes (at least one is
-  // always allowed): a sender far ahead of its receiver would otherwise see its messages wait
-  // past the park grace and be read into temporaries, two copies instead of one. The receiver's
-  // acknowledgement rings this endpoint's doorbell.
-  const std::uint64_t window = p.segment->ring_bytes();
-  const auto cma_window_full = [&](const SendOp& op) {
-    return !p.awaiting.empty() && p.awaiting_bytes + op.data.size() > window;
   };
   std::uint64_t written = 0;
   bool full = false;
@@ -1156,7 +1237,6 @@ bool ShmTransport::write_ring(int peer) {
     h.tag = op.tag;
     h.total = size;
     if (by_cma(op)) {
-      if (cma_window_full(op)) break;
       h.kind = static_cast<std::uint32_t>(RecordKind::kRts);
       h.offset = 0;
       h.length = size;
@@ -1169,9 +1249,9 @@ bool ShmTransport::write_ring(int peer) {
         break;
       }
       op.cookie = p.next_cookie++;
-      p.awaiting_bytes += size;
       p.awaiting.emplace(op.cookie, std::move(op));
       p.sends.pop_front();
+      --p.lane->handed_off;
       written += kRecordHeaderBytes;
       busy = true;
       ring_doorbell(p.segment->header());
@@ -1192,9 +1272,9 @@ bool ShmTransport::write_ring(int peer) {
     busy = true;
     ring_doorbell(p.segment->header());
     if (op.sent == size) {
-      auto request = std::move(op.request);
+      completed.push_back(std::move(op.request));
       p.sends.pop_front();
-      request->complete();
+      --p.lane->handed_off;
     }
   }
 
@@ -1227,7 +1307,6 @@ bool ShmTransport::complete_acknowledged(Peer& p) {
   for (auto it = p.awaiting.begin(); it != p.awaiting.end();) {
     if (load_acquire(control.rts_acked[it->first % kAckSlots]) == it->first) {
       auto request = std::move(it->second.request);
-      p.awaiting_bytes -= it->second.data.size();
       it = p.awaiting.erase(it);
       request->complete();
       busy = true;
@@ -1298,13 +1377,16 @@ void ShmTransport::peer_gone(int peer, hm_status_t status, const std::string& me
   if (p.writer) {
     // Nothing more goes to it, and any message of ours it may be reading is about to be
     // released: tell it before failing the sends.
+    {
+      std::lock_guard lock(p.lane->mutex);
+      p.lane->open = false;
+    }
     store_release(p.writer->control().closed, 1u);
     ring_doorbell(p.segment->header());
     complete_acknowledged(p);  // messages it finished reading succeeded
   }
   for (auto& [cookie, op] : p.awaiting) op.request->complete(status, message);
   p.awaiting.clear();
-  p.awaiting_bytes = 0;
   for (auto& op : p.sends) op.request->complete(status, message);
   p.sends.clear();
   matcher_.fail_peer(peer, status, message);
@@ -1322,7 +1404,13 @@ void ShmTransport::do_shutdown(hm_status_t status, const std::string& why) {
   }
   // Tell the peers first: the rings this rank writes, then its own segment, then their doorbells.
   for (auto& p : peers_) {
-    if (p.writer) store_release(p.writer->control().closed, 1u);
+    if (p.writer) {
+      {
+        std::lock_guard lock(p.lane->mutex);
+        p.lane->open = false;
+      }
+      store_release(p.writer->control().closed, 1u);
+    }
   }
   store_release(own_.header().closed, 1u);
   for (auto& p : peers_) {
@@ -1340,7 +1428,6 @@ void ShmTransport::do_shutdown(hm_status_t status, const std::string& why) {
     complete_acknowledged(p);
     for (auto& [cookie, op] : p.awaiting) op.request->complete(status, why);
     p.awaiting.clear();
-    p.awaiting_bytes = 0;
     for (auto& op : p.sends) op.request->complete(status, why);
     p.sends.clear();
   }

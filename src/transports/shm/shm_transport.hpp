@@ -7,15 +7,20 @@
 //   Once every expected sender has attached, the receiver unlinks the name, so even a crash
 //   leaves nothing in /dev/shm; segments of dead processes found at startup are removed.
 // - Messages travel through the ring as fragments of at most 256 KiB, several in flight; a send
-//   completes once its last fragment is in the ring. A fragment whose receive is not posted yet
-//   waits in the ring (while it has room) and is copied once, straight into the receive buffer.
+//   completes once its last fragment is in the ring. The caller's thread writes them itself when
+//   the ring has room and nothing sent to that peer earlier is still queued (no hand-off, and the
+//   data is usually still in its cache); otherwise the progress thread writes the rest. A
+//   fragment whose receive is not posted yet waits in the ring and is copied once, straight into
+//   the receive buffer; it is moved aside (into memory of its own) only when its producer waits
+//   for room and either a receive posted here waits for bytes behind it or the producer has made
+//   no progress for the park grace.
 // - From 1 MiB up, when the kernel allows cross-memory attach between the two processes (tested
 //   per pair), the ring carries only a request and the receiver copies the message once from
 //   the sender's buffer (process_vm_readv); the send completes when the receiver has read it.
 //   Collectives' chunks (512 KiB by default) stay below that on purpose: their algorithms wait
 //   for a chunk's send before reusing its buffer, and a ring send completes without waiting for
 //   the receiver to be scheduled, which on an oversubscribed host is worth more than the copy.
-// - One progress thread per endpoint does every copy and sleeps on its doorbell (a futex in
+// - One progress thread per endpoint does every other copy and sleeps on its doorbell (a futex in
 //   shared memory) when idle: a sender bumps the receiver's doorbell after writing, a receiver
 //   bumps the sender's after freeing ring space, callers bump their own endpoint's. Nothing
 //   spins; every sleep has a timeout.
@@ -37,10 +42,13 @@
 namespace holmes::shm {
 
 // Knobs, with defaults from the environment:
-//   HOLMES_SHM_RING_BYTES      ring size per sending peer (power of two, 64 KiB .. 256 MiB)
-//   HOLMES_SHM_CMA             0 turns cross-memory attach off (everything through the rings)
-//   HOLMES_SHM_CMA_MIN_BYTES   smallest message sent by cross-memory attach
-//   HOLMES_SHM_PARK_US         how long a cross-memory message waits for its receive
+//   HOLMES_SHM_RING_BYTES      ring size per sending peer (power of two, 64 KiB .. 256 MiB;
+//                              default 2 MiB: 1 and 4 MiB measured no better on 4 ranks)
+//   HOLMES_SHM_CMA             0 turns cross-memory attach off (everything through the rings;
+//                              default 1)
+//   HOLMES_SHM_CMA_MIN_BYTES   smallest message sent by cross-memory attach (default 1 MiB)
+//   HOLMES_SHM_PARK_US         how long a cross-memory message waits for its receive, and a
+//                              stuck producer for fragments held in its ring (default 2000)
 struct ShmTuning {
   std::uint64_t ring_bytes = 2u << 20;
   // All of an endpoint's rings together stay within this (rings shrink, down to 64 KiB, for
