@@ -1,14 +1,18 @@
 // The shm transport with several endpoints in one process: messages of every size arrive intact
 // through the rings and by cross-memory attach, whichever side comes first; many tags and
-// hundreds of requests at once; fan-in; mismatches; a peer that closes or fails; bad or foreign
-// segments refused with clear errors; nothing left in /dev/shm.
+// hundreds of requests at once; fan-in; several caller threads sending to one peer; fragments
+// held in a small ring, moved aside or parked until their receives come; mismatches; a peer that
+// closes or fails; bad or foreign segments refused with clear errors; nothing left in /dev/shm.
 #include <gtest/gtest.h>
 
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
+#include <latch>
+#include <random>
 #include <thread>
 
 #include "core/status.hpp"
@@ -611,6 +615,228 @@ TEST_F(ShmTest, BadArgumentsAreRefused) {
   odd.ring_bytes = 100000;
   EXPECT_THROW(make_shm_transport(options(), odd), Error);
 }
+
+// ---------------------------------------------------------------------------------------------
+// Caller threads writing into the ring, fragments held in it, moved aside and parked
+// ---------------------------------------------------------------------------------------------
+
+// Checks every received buffer against what was sent and names the first few that differ.
+void expect_same_messages(const std::vector<std::vector<std::byte>>& in,
+                          const std::vector<std::vector<std::byte>>& out, const std::string& what) {
+  ASSERT_EQ(in.size(), out.size());
+  int wrong = 0;
+  for (std::size_t m = 0; m < out.size(); ++m) {
+    if (in[m] != out[m] && ++wrong <= 5) {
+      ADD_FAILURE() << "message " << m << " (" << out[m].size() << " bytes) arrived changed, "
+                    << what;
+    }
+  }
+  EXPECT_EQ(wrong, 0) << what;
+}
+
+// The smallest ring: its largest fragment is a quarter of it, less a record header.
+constexpr std::size_t kSmallRing = kMinRingBytes;
+constexpr std::size_t kSmallRingFragment = kSmallRing / 4 - kRecordHeaderBytes;
+
+// Sizes around the small ring: empty, a few bytes, one fragment and a byte, more than the whole
+// ring, and several rings.
+std::size_t mixed_size(int i) {
+  switch (i % 6) {
+    case 0:
+      return 0;
+    case 1:
+      return 1 + static_cast<std::size_t>(i % 13);
+    case 2:
+      return kSmallRingFragment + 1;
+    case 3:
+      return 1000 + static_cast<std::size_t>(i) * 37;
+    case 4:
+      return kSmallRing + 13 + static_cast<std::size_t>(i);
+    default:
+      return (3 * kSmallRing) + static_cast<std::size_t>(i) * 7;
+  }
+}
+
+// Four caller threads send to one peer at once (each writing into the ring itself when it can,
+// or handing the send to the progress thread), while the receiver posts the receives in a
+// shuffled order: a third before the sends, a third while they are being made, a third after.
+// Everything arrives intact, so concurrent senders never interleave a message's fragments with
+// another's in a way the receiver cannot reassemble, nor lose or duplicate one. Sizes around the
+// ring (mostly handed off, as the ring fills), with and without CMA; then only small messages,
+// which the callers mostly write themselves, at the same time.
+TEST_F(ShmTest, ConcurrentSendersToOnePeer) {
+  constexpr int kThreads = 4;
+  struct Shape {
+    const char* name;
+    bool cma;
+    bool small_only;
+    int per_thread;
+  };
+  for (const Shape& shape : {Shape{"sizes around the ring, through the ring", false, false, 60},
+                             Shape{"sizes around the ring, largest by CMA", true, false, 60},
+                             Shape{"small messages only", false, true, 1000}}) {
+    SCOPED_TRACE(shape.name);
+    const int per_thread = shape.per_thread;
+    const int messages = kThreads * per_thread;
+    std::vector<std::vector<std::byte>> out;
+    std::vector<std::vector<std::byte>> in;
+    for (int m = 0; m < messages; ++m) {
+      // Message m is thread m / per_thread's (m % per_thread)-th; neighbours differ in size.
+      const int i = m % per_thread + m / per_thread;
+      const std::size_t bytes =
+          shape.small_only ? static_cast<std::size_t>(i % 7) * 41 : mixed_size(i);
+      out.push_back(pattern(bytes, m + 1));
+      in.emplace_back(out.back().size(), std::byte{0xee});
+    }
+    std::vector<int> order(static_cast<std::size_t>(messages));
+    for (int m = 0; m < messages; ++m) order[static_cast<std::size_t>(m)] = m;
+    std::mt19937 random(static_cast<unsigned>(per_thread) + (shape.cma ? 7 : 11));
+    std::shuffle(order.begin(), order.end(), random);
+
+    auto t = tuning(shape.cma, kSmallRing);
+    t.cma_min_bytes = 2 * kSmallRing;  // the largest messages go by CMA, the rest by ring
+    auto endpoints = job(2, t);
+    const auto tag_of = [](int m) { return 0x5000 + static_cast<std::uint64_t>(m); };
+    std::vector<CompletionPtr> recvs(static_cast<std::size_t>(messages));
+    const auto post = [&](int from, int to) {
+      for (int i = from; i < to; ++i) {
+        const int m = order[static_cast<std::size_t>(i)];
+        recvs[static_cast<std::size_t>(m)] =
+            endpoints[1]->irecv(0, tag_of(m), 3, in[static_cast<std::size_t>(m)]);
+      }
+    };
+    post(0, messages / 3);
+    std::vector<std::vector<CompletionPtr>> sends(kThreads);
+    {
+      std::latch start(kThreads + 1);  // all threads begin together, to overlap as much as can be
+      std::vector<std::jthread> senders;
+      for (int thread = 0; thread < kThreads; ++thread) {
+        senders.emplace_back([&, thread] {
+          start.arrive_and_wait();
+          for (int k = 0; k < per_thread; ++k) {
+            const int m = thread * per_thread + k;
+            sends[static_cast<std::size_t>(thread)].push_back(
+                endpoints[0]->isend(1, tag_of(m), 3, out[static_cast<std::size_t>(m)]));
+          }
+        });
+      }
+      start.arrive_and_wait();
+      post(messages / 3, 2 * messages / 3);  // while the senders run
+    }                                        // joined: every send has been made
+    post(2 * messages / 3, messages);
+
+    for (int m = 0; m < messages; ++m) {
+      const auto& r = recvs[static_cast<std::size_t>(m)];
+      ASSERT_TRUE(finishes(r, 10s)) << "receive of message " << m << " never completed";
+      EXPECT_EQ(r->status(), HM_SUCCESS) << "message " << m << ": " << r->message();
+    }
+    for (int thread = 0; thread < kThreads; ++thread) {
+      const auto& mine = sends[static_cast<std::size_t>(thread)];
+      ASSERT_EQ(mine.size(), static_cast<std::size_t>(per_thread));
+      for (const auto& s : mine) {
+        ASSERT_TRUE(finishes(s, 10s)) << "a send of thread " << thread << " never completed";
+        EXPECT_EQ(s->status(), HM_SUCCESS) << s->message();
+      }
+    }
+    expect_same_messages(in, out, shape.name);
+  }
+}
+
+// Many more bytes sent than a small ring holds, before any receive is posted, then received in
+// the reverse order: the last messages' fragments wait in the ring, earlier ones have been moved
+// aside (or, by CMA, parked and read into a temporary), and all arrive intact, with the park
+// grace at zero, short and at its default.
+class ShmHeldFragmentsTest
+    : public ShmTest,
+      public ::testing::WithParamInterface<std::tuple<std::chrono::microseconds, bool>> {};
+
+// Makes the messages: more than eight rings' worth, sizes from 0 bytes to three rings.
+std::vector<std::vector<std::byte>> messages_beyond_the_ring(int count, int seed) {
+  std::vector<std::vector<std::byte>> out;
+  for (int m = 0; m < count; ++m) out.push_back(pattern(mixed_size(m + seed), m + 100 * seed));
+  return out;
+}
+
+// Sends all first and waits for the sends (they cannot wait for receives not yet posted), then
+// receives in reverse order.
+TEST_P(ShmHeldFragmentsTest, SendsCompleteFirstThenReversedReceives) {
+  const auto [grace, cma] = GetParam();
+  auto t = tuning(cma, kSmallRing);
+  t.cma_min_bytes = 2 * kSmallRing;
+  t.park_grace = grace;
+  constexpr int kMessages = 36;
+  const auto out = messages_beyond_the_ring(kMessages, 1);
+  std::vector<std::vector<std::byte>> in;
+  for (const auto& o : out) in.emplace_back(o.size(), std::byte{0xee});
+  auto endpoints = job(2, t);
+  std::vector<CompletionPtr> sends;
+  for (int m = 0; m < kMessages; ++m) {
+    sends.push_back(
+        endpoints[0]->isend(1, static_cast<std::uint64_t>(m), 5, out[static_cast<std::size_t>(m)]));
+  }
+  for (int m = 0; m < kMessages; ++m) {
+    const auto& s = sends[static_cast<std::size_t>(m)];
+    ASSERT_TRUE(finishes(s, 10s)) << "send " << m << " waits for its receive";
+    EXPECT_EQ(s->status(), HM_SUCCESS) << s->message();
+  }
+  std::vector<CompletionPtr> recvs(kMessages);
+  for (int m = kMessages - 1; m >= 0; --m) {
+    recvs[static_cast<std::size_t>(m)] =
+        endpoints[1]->irecv(0, static_cast<std::uint64_t>(m), 5, in[static_cast<std::size_t>(m)]);
+  }
+  for (int m = 0; m < kMessages; ++m) {
+    const auto& r = recvs[static_cast<std::size_t>(m)];
+    ASSERT_TRUE(finishes(r, 10s)) << "receive " << m << " never completed";
+    EXPECT_EQ(r->status(), HM_SUCCESS) << "message " << m << ": " << r->message();
+  }
+  expect_same_messages(in, out, "receives posted after the sends completed");
+}
+
+// Sends all, then at once receives in reverse order while most of the sends still wait for
+// room: the receive posted for the last message waits behind fragments held in the ring, which
+// must be moved aside (without waiting for the grace) for the producer to get through.
+TEST_P(ShmHeldFragmentsTest, ReversedReceivesWhileSendsWaitForRoom) {
+  const auto [grace, cma] = GetParam();
+  auto t = tuning(cma, kSmallRing);
+  t.cma_min_bytes = 2 * kSmallRing;
+  t.park_grace = grace;
+  constexpr int kMessages = 36;
+  const auto out = messages_beyond_the_ring(kMessages, 2);
+  std::vector<std::vector<std::byte>> in;
+  for (const auto& o : out) in.emplace_back(o.size(), std::byte{0xee});
+  auto endpoints = job(2, t);
+  std::vector<CompletionPtr> sends;
+  for (int m = 0; m < kMessages; ++m) {
+    sends.push_back(
+        endpoints[0]->isend(1, static_cast<std::uint64_t>(m), 5, out[static_cast<std::size_t>(m)]));
+  }
+  std::vector<CompletionPtr> recvs(kMessages);
+  for (int m = kMessages - 1; m >= 0; --m) {
+    recvs[static_cast<std::size_t>(m)] =
+        endpoints[1]->irecv(0, static_cast<std::uint64_t>(m), 5, in[static_cast<std::size_t>(m)]);
+  }
+  for (int m = 0; m < kMessages; ++m) {
+    const auto& r = recvs[static_cast<std::size_t>(m)];
+    ASSERT_TRUE(finishes(r, 10s)) << "receive " << m << " never completed";
+    EXPECT_EQ(r->status(), HM_SUCCESS) << "message " << m << ": " << r->message();
+  }
+  for (int m = 0; m < kMessages; ++m) {
+    const auto& s = sends[static_cast<std::size_t>(m)];
+    ASSERT_TRUE(finishes(s, 10s)) << "send " << m << " never completed";
+    EXPECT_EQ(s->status(), HM_SUCCESS) << s->message();
+  }
+  expect_same_messages(in, out, "receives posted while the sends waited for room");
+}
+
+INSTANTIATE_TEST_SUITE_P(ParkGrace, ShmHeldFragmentsTest,
+                         ::testing::Combine(::testing::Values(std::chrono::microseconds(0),
+                                                              std::chrono::microseconds(50),
+                                                              std::chrono::microseconds(2000)),
+                                            ::testing::Bool()),
+                         [](const auto& info) {
+                           return "Grace" + std::to_string(std::get<0>(info.param).count()) + "us" +
+                                  (std::get<1>(info.param) ? "Cma" : "RingOnly");
+                         });
 
 TEST(ShmAvailability, AvailableHere) {
   std::string why = "unset";
