@@ -5,9 +5,12 @@
 
 #include <nlohmann/json.hpp>
 
+#include "collectives/algorithm.hpp"
+#include "collectives/tuning.hpp"
 #include "communicator/peer_card.hpp"
 #include "core/env.hpp"
 #include "core/log.hpp"
+#include "core/reduce_isa.hpp"
 #include "core/status.hpp"
 
 namespace holmes::detail {
@@ -58,6 +61,10 @@ std::unique_ptr<Router> wire(int rank, int size, const TransportOptions& options
   std::vector<std::unique_ptr<Transport>> transports(std::size(kAllTransportKinds));
   try {
     card.locality = local_locality();
+    // Settings read later, checked now: a bad value fails every rank at init, naming it.
+    reduce_isa();
+    ForcedAlgorithms::from_env();
+    CostModel::from_env();
     card.forced = forced_transport_from_env();
     card.addresses.resize(std::size(kAllTransportKinds));
     for (auto kind : kAllTransportKinds) {

@@ -48,6 +48,22 @@ expect_contains "$WORK/a0" "rank 1 runs with HOLMES_ALGO='ring', this rank (rank
 expect_contains "$WORK/a1" "HM_ERR_MISMATCH"
 [ $(( $(date +%s) - start )) -lt 20 ] || fail "disagreement took too long to report"
 
+echo "== a bad setting on one rank fails every rank at init, naming it"
+port=$(free_port)
+"${CLEAN[@]}" HOLMES_RANK=0 HOLMES_WORLD_SIZE=2 HOLMES_STORE=127.0.0.1:$port \
+  "${BENCH[@]}" >"$WORK/b0" 2>&1 &
+p0=$!
+"${CLEAN[@]}" HOLMES_RANK=1 HOLMES_WORLD_SIZE=2 HOLMES_STORE=127.0.0.1:$port \
+  HOLMES_REDUCE_ISA=fastest "${BENCH[@]}" >"$WORK/b1" 2>&1 &
+p1=$!
+set +e
+wait $p0; c0=$?
+wait $p1; c1=$?
+set -e
+[ "$c0" != 0 ] && [ "$c1" != 0 ] || { cat "$WORK/b0" "$WORK/b1"; fail "a rank succeeded"; }
+expect_contains "$WORK/b1" "HOLMES_REDUCE_ISA"
+expect_contains "$WORK/b0" "HOLMES_REDUCE_ISA"
+
 echo "== a forced transport this machine cannot run"
 for kind in verbs; do
   set +e
