@@ -27,7 +27,7 @@ namespace holmes {
 namespace {
 
 // Phases of one operation: distinct numbers keep their tags apart.
-enum Phase : std::uint64_t { kFirst = 1, kSecond = 2, kThird = 3 };
+enum Phase : std::uint64_t { kFirst = 1, kSecond = 2 };
 
 struct Place {
   int island = 0;    // index into Hierarchy::islands

@@ -13,6 +13,23 @@
 
 namespace holmes {
 
+// Powers of two around a rank count, for the logarithmic algorithms and their costs.
+inline int floor_power_of_two(int n) {
+  int p = 1;
+  while (p * 2 <= n) p *= 2;
+  return p;
+}
+inline int ceil_power_of_two(int n) {
+  int p = 1;
+  while (p < n) p *= 2;
+  return p;
+}
+inline int ceil_log2(int n) {
+  int rounds = 0;
+  while ((1 << rounds) < n) ++rounds;
+  return rounds;
+}
+
 // Non-negative remainder: ring arithmetic on ranks.
 inline int ring_mod(long long a, int n) {
   const long long m = a % n;

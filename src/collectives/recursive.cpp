@@ -5,7 +5,6 @@
 // pair up first: each even one hands its data to the odd one above it and waits for the result
 // (the "fold"), so p ranks remain. Every reduction of two partners' data puts the lower rank's
 // operand first, so both partners compute the same bits and the result is identical everywhere.
-#include <bit>
 #include <vector>
 
 #include "collectives/algorithms.hpp"
@@ -14,12 +13,6 @@
 
 namespace holmes {
 namespace {
-
-int floor_power_of_two(int n) {
-  int p = 1;
-  while (p * 2 <= n) p *= 2;
-  return p;
-}
 
 // The fold around a power-of-two core: which ranks take part and under which number.
 struct Fold {
@@ -100,7 +93,7 @@ void recursive_doubling_allreduce(CollectiveContext& ctx, const void* send, void
       }
       if (op == HM_AVG && average_over > 1) ctx.finalize_average(dtype, out, count, average_over);
     } else {
-      round = 1 + static_cast<std::uint64_t>(std::countr_zero(static_cast<unsigned>(fold.p2)));
+      round = 1 + static_cast<std::uint64_t>(ceil_log2(fold.p2));
     }
     fold_out(ctx, fold, round, out, bytes);
     return;
@@ -122,7 +115,7 @@ void halving_doubling_allreduce(CollectiveContext& ctx, const void* send, void* 
   const Fold fold(n, ctx.rank());
   std::byte* temp = ctx.scratch(bytes);
   fold_in(ctx, fold, out, temp, count, dtype, op);
-  const int log_p2 = std::countr_zero(static_cast<unsigned>(fold.p2));
+  const int log_p2 = ceil_log2(fold.p2);
   if (!fold.folded_out()) {
     const int v = fold.virtual_rank;
     // p2 blocks; block k starts at offset(k) elements.

@@ -9,16 +9,6 @@
 #include "core/dtype.hpp"
 
 namespace holmes {
-namespace {
-
-// The smallest power of two >= n.
-int ceil_power_of_two(int n) {
-  int p = 1;
-  while (p < n) p *= 2;
-  return p;
-}
-
-}  // namespace
 
 void tree_broadcast(CollectiveContext& ctx, void* buffer, std::size_t count, hm_dtype_t dtype,
                     int root) {

@@ -7,6 +7,7 @@
 #include <set>
 #include <string>
 
+#include "collectives/pipeline.hpp"
 #include "core/env.hpp"
 #include "core/status.hpp"
 
@@ -41,18 +42,6 @@ LinkCost parse_link(const char* variable, const std::string& text) {
   return {latency, bandwidth};
 }
 
-double log2_ceil(int n) {
-  int rounds = 0;
-  while ((1 << rounds) < n) ++rounds;
-  return rounds;
-}
-
-int floor_power_of_two(int n) {
-  int p = 1;
-  while (p * 2 <= n) p *= 2;
-  return p;
-}
-
 // The worst latency and bandwidth among a set of links.
 struct Worst {
   double latency_us = 0;
@@ -64,94 +53,48 @@ struct Worst {
   LinkCost cost() const { return {latency_us, std::isfinite(gbytes_per_s) ? gbytes_per_s : 1e9}; }
 };
 
-struct Shape {
-  int n = 1;
-  int islands = 1;
-  int largest_island = 1;
-  int smallest_island = 1;
-  LinkCost ring;   // worst link of the ring order
-  LinkCost any;    // worst link between any two ranks
-  LinkCost intra;  // worst link inside an island
-  LinkCost lane;   // a lane's share of the inter-island link
-};
-
-Shape shape_of(const Hierarchy& h, const CostModel& model) {
-  Shape s;
-  s.n = h.size();
+Hierarchy::Summary summarize(const Hierarchy& h) {
+  Hierarchy::Summary s;
+  const int n = h.size();
   s.islands = static_cast<int>(h.islands.size());
   s.largest_island = 0;
-  s.smallest_island = s.n;
   for (const auto& island : h.islands) {
     s.largest_island = std::max(s.largest_island, static_cast<int>(island.size()));
-    s.smallest_island = std::min(s.smallest_island, static_cast<int>(island.size()));
   }
   Worst ring;
-  for (int i = 0; i < s.n && s.n > 1; ++i) {
+  for (int i = 0; i < n && n > 1; ++i) {
     ring.add(h.link(h.ring_order[static_cast<std::size_t>(i)],
-                    h.ring_order[static_cast<std::size_t>((i + 1) % s.n)]));
+                    h.ring_order[static_cast<std::size_t>((i + 1) % n)]));
   }
   s.ring = ring.cost();
-  // Tiers present: two ranks on one host, two hosts in one island, two islands.
-  bool shared_host = false;
-  bool shared_island = false;
-  for (std::size_t i = 0; i < h.islands.size(); ++i) {
-    if (h.max_ranks_per_host(static_cast<int>(i)) > 1) shared_host = true;
-    const auto& members = h.islands[i];
-    for (std::size_t k = 1; k < members.size(); ++k) {
-      if (h.host[static_cast<std::size_t>(members[k])] !=
-          h.host[static_cast<std::size_t>(members[0])]) {
-        shared_island = true;
-      }
-    }
-  }
-  Worst intra;
-  if (shared_host) intra.add(h.same_host);
-  if (shared_island) intra.add(h.same_island);
-  s.intra = intra.cost();
-  Worst any = intra;
-  if (s.islands > 1) any.add(h.other_island);
-  s.any = any.cost();
-  // Lanes of one host share its uplink to the other islands.
-  int sharing = 1;
-  for (std::size_t i = 0; i < h.islands.size(); ++i) {
-    sharing =
-        std::max(sharing, std::min(s.smallest_island, h.max_ranks_per_host(static_cast<int>(i))));
-  }
-  s.lane = {h.other_island.latency_us, h.other_island.gbytes_per_s / sharing};
-  (void)model;
-  return s;
-}
-
-// Group sizes of the hierarchical allreduce's levels.
-struct Levels {
-  int min_per_host = 1;
-  int max_per_host = 1;
-  int min_hosts_per_island = 1;
-  int max_hosts_per_island = 1;
-};
-
-Levels levels_of(const Hierarchy& h) {
   std::map<int, int> per_host;
   std::map<int, std::set<int>> hosts_of_island;
-  for (int r = 0; r < h.size(); ++r) {
+  for (int r = 0; r < n; ++r) {
     ++per_host[h.host[static_cast<std::size_t>(r)]];
     hosts_of_island[h.island[static_cast<std::size_t>(r)]].insert(
         h.host[static_cast<std::size_t>(r)]);
   }
-  Levels lv;
-  lv.min_per_host = h.size();
-  lv.max_per_host = 0;
+  s.min_per_host = n;
+  s.max_per_host = 0;
   for (const auto& [host, count] : per_host) {
-    lv.min_per_host = std::min(lv.min_per_host, count);
-    lv.max_per_host = std::max(lv.max_per_host, count);
+    s.min_per_host = std::min(s.min_per_host, count);
+    s.max_per_host = std::max(s.max_per_host, count);
   }
-  lv.min_hosts_per_island = h.size();
-  lv.max_hosts_per_island = 0;
+  s.min_hosts_per_island = n;
+  s.max_hosts_per_island = 0;
   for (const auto& [island, hosts] : hosts_of_island) {
-    lv.min_hosts_per_island = std::min(lv.min_hosts_per_island, static_cast<int>(hosts.size()));
-    lv.max_hosts_per_island = std::max(lv.max_hosts_per_island, static_cast<int>(hosts.size()));
+    s.min_hosts_per_island = std::min(s.min_hosts_per_island, static_cast<int>(hosts.size()));
+    s.max_hosts_per_island = std::max(s.max_hosts_per_island, static_cast<int>(hosts.size()));
   }
-  return lv;
+  // Tiers present: two ranks on one host, two hosts in one island, two islands.
+  Worst intra;
+  if (s.max_per_host > 1) intra.add(h.same_host);
+  if (s.max_hosts_per_island > 1) intra.add(h.same_island);
+  s.intra = intra.cost();
+  Worst any = intra;
+  if (s.islands > 1) any.add(h.other_island);
+  s.any = any.cost();
+  return s;
 }
 
 double chunks_of(const CostModel& model, double bytes, double chunk_bytes) {
@@ -182,7 +125,7 @@ double rd_allreduce_us(const CostModel& m, int n, double bytes, const LinkCost& 
                        double chunk_bytes) {
   if (n <= 1) return 0;
   const int p2 = floor_power_of_two(n);
-  const double rounds = log2_ceil(p2);
+  const double rounds = ceil_log2(p2);
   return rounds * (link.latency_us + chunks_of(m, bytes, chunk_bytes) * m.chunk_overhead_us +
                    link.transfer_us(bytes) + bytes / (m.reduce_gbytes_per_s * 1e3)) +
          fold_us(m, n, bytes, link, chunk_bytes);
@@ -192,7 +135,7 @@ double rhd_allreduce_us(const CostModel& m, int n, double bytes, const LinkCost&
                         double chunk_bytes) {
   if (n <= 1) return 0;
   const int p2 = floor_power_of_two(n);
-  const double rounds = log2_ceil(p2);
+  const double rounds = ceil_log2(p2);
   const double moved = (p2 - 1.0) / p2 * bytes;
   return 2 * rounds * link.latency_us + 2 * chunks_of(m, moved, chunk_bytes) * m.chunk_overhead_us +
          2 * link.transfer_us(moved) + moved / (m.reduce_gbytes_per_s * 1e3) +
@@ -215,7 +158,7 @@ double tree_us(const CostModel& m, int n, double bytes, const LinkCost& link, do
   double round = link.latency_us + chunks_of(m, bytes, chunk_bytes) * m.chunk_overhead_us +
                  link.transfer_us(bytes);
   if (reduces) round += bytes / (m.reduce_gbytes_per_s * 1e3);
-  return log2_ceil(n) * round;
+  return ceil_log2(n) * round;
 }
 
 double rooted_us(const CostModel& m, int n, double bytes, const LinkCost& link, double chunk_bytes,
@@ -243,15 +186,6 @@ CostModel CostModel::from_env() {
     model.reduce_gbytes_per_s = parsed.gbytes_per_s;
   }
   return model;
-}
-
-int Hierarchy::max_ranks_per_host(int island_index) const {
-  std::map<int, int> per_host;
-  int most = 0;
-  for (int r : islands[static_cast<std::size_t>(island_index)]) {
-    most = std::max(most, ++per_host[host[static_cast<std::size_t>(r)]]);
-  }
-  return most;
 }
 
 Hierarchy make_hierarchy(const std::vector<std::string>& hosts,
@@ -289,15 +223,16 @@ Hierarchy make_hierarchy(const std::vector<std::string>& hosts,
     }
     h.ring_order.insert(h.ring_order.end(), h.islands[i].begin(), h.islands[i].end());
   }
+  h.summary = summarize(h);
   return h;
 }
 
 double predict(const Hierarchy& h, const CostModel& m, CollectiveKind kind, Algorithm algorithm,
                double bytes) {
   if (!algorithm_applies(kind, algorithm)) return kInfinity;
-  const Shape s = shape_of(h, m);
+  const Hierarchy::Summary& s = h.summary;
   const double chunk = m.chunk_bytes;
-  const int n = s.n;
+  const int n = h.size();
   if (n <= 1) return 0;
   const double reduce_us_per_byte = 1.0 / (m.reduce_gbytes_per_s * 1e3);
   switch (kind) {
@@ -314,7 +249,6 @@ double predict(const Hierarchy& h, const CostModel& m, CollectiveKind kind, Algo
           // level: M1 shards of those (M1 = hosts of the smallest island) over the island's
           // fabric; then lanes of one rank per island across the slow tier, the M0 lanes of a
           // host sharing its uplink.
-          const Levels lv = levels_of(h);
           auto level_us = [&](int group, double shards, double data, const LinkCost& link) {
             if (group <= 1) return 0.0;
             const double shard = data / shards;
@@ -324,13 +258,13 @@ double predict(const Hierarchy& h, const CostModel& m, CollectiveKind kind, Algo
                    std::max(2 * steps * link.transfer_us(shard),
                             steps * shard * reduce_us_per_byte);
           };
-          const double intra = level_us(lv.max_per_host, lv.min_per_host, bytes, h.same_host) +
-                               level_us(lv.max_hosts_per_island, lv.min_hosts_per_island,
-                                        bytes / lv.min_per_host, h.same_island);
+          const double intra = level_us(s.max_per_host, s.min_per_host, bytes, h.same_host) +
+                               level_us(s.max_hosts_per_island, s.min_hosts_per_island,
+                                        bytes / s.min_per_host, h.same_island);
           if (s.islands < 2) return intra;
-          const double shard = bytes / (lv.min_per_host * lv.min_hosts_per_island);
+          const double shard = bytes / (s.min_per_host * s.min_hosts_per_island);
           const LinkCost lane{h.other_island.latency_us,
-                              h.other_island.gbytes_per_s / lv.min_per_host};
+                              h.other_island.gbytes_per_s / s.min_per_host};
           const double inter = std::min(ring_allreduce_us(m, s.islands, shard, lane, chunk),
                                         rd_allreduce_us(m, s.islands, shard, lane, chunk));
           // Segments overlap the tiers: the slower one sets the pace, the other shows once
@@ -369,7 +303,7 @@ double predict(const Hierarchy& h, const CostModel& m, CollectiveKind kind, Algo
       return (n - 1) * (s.any.latency_us + m.chunk_overhead_us) +
              s.any.transfer_us((n - 1.0) / n * bytes);
     case CollectiveKind::kBarrier:
-      return log2_ceil(n) * (s.any.latency_us + m.chunk_overhead_us);
+      return ceil_log2(n) * (s.any.latency_us + m.chunk_overhead_us);
   }
   return kInfinity;
 }

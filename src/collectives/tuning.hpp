@@ -61,12 +61,25 @@ struct Hierarchy {
   LinkCost same_island;
   LinkCost other_island;
 
+  // What the predictions read, derived once by make_hierarchy (not on every call).
+  struct Summary {
+    int islands = 1;
+    int largest_island = 1;
+    LinkCost ring;   // worst link of the ring order
+    LinkCost any;    // worst link between any two ranks
+    LinkCost intra;  // worst link inside an island
+    // Group sizes of the hierarchical allreduce's levels.
+    int min_per_host = 1;
+    int max_per_host = 1;
+    int min_hosts_per_island = 1;
+    int max_hosts_per_island = 1;
+  };
+  Summary summary;
+
   int size() const { return static_cast<int>(host.size()); }
   const LinkCost& link(int a, int b) const {
     return host[a] == host[b] ? same_host : island[a] == island[b] ? same_island : other_island;
   }
-  // Ranks on the busiest host of island `i`.
-  int max_ranks_per_host(int island_index) const;
 };
 
 // Builds the hierarchy from each rank's host and island names (index = rank) and the tier

@@ -42,8 +42,8 @@ CommunicatorImpl::CommunicatorImpl(Params params)
       chunk_bytes_(params.chunk_bytes),
       transport_options_(std::move(params.transport_options)),
       topology_(std::move(params.topology)),
-      cost_model_(CostModel::from_env()),
-      forced_(ForcedAlgorithms::from_env()),
+      cost_model_(params.facts.cost_model),
+      forced_(params.facts.forced),
       sent_to_(static_cast<std::size_t>(size_), 0),
       received_from_(static_cast<std::size_t>(size_), 0) {
   cost_model_.chunk_bytes = static_cast<double>(chunk_bytes_);

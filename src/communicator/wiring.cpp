@@ -5,8 +5,6 @@
 
 #include <nlohmann/json.hpp>
 
-#include "collectives/algorithm.hpp"
-#include "collectives/tuning.hpp"
 #include "communicator/peer_card.hpp"
 #include "core/env.hpp"
 #include "core/log.hpp"
@@ -61,10 +59,14 @@ std::unique_ptr<Router> wire(int rank, int size, const TransportOptions& options
   std::vector<std::unique_ptr<Transport>> transports(std::size(kAllTransportKinds));
   try {
     card.locality = local_locality();
-    // Settings read later, checked now: a bad value fails every rank at init, naming it.
+    // Settings used later, read now: a bad value fails every rank at init, naming it.
     reduce_isa();
-    ForcedAlgorithms::from_env();
-    CostModel::from_env();
+    const auto model = CostModel::from_env();
+    const auto forced = ForcedAlgorithms::from_env();
+    if (facts != nullptr) {
+      facts->cost_model = model;
+      facts->forced = forced;
+    }
     card.forced = forced_transport_from_env();
     card.addresses.resize(std::size(kAllTransportKinds));
     for (auto kind : kAllTransportKinds) {

@@ -14,6 +14,8 @@
 #include <string>
 #include <vector>
 
+#include "collectives/algorithm.hpp"
+#include "collectives/tuning.hpp"
 #include "core/clock.hpp"
 #include "topology/locality.hpp"
 #include "transports/options.hpp"
@@ -36,6 +38,9 @@ struct WiringFacts {
   bool host_tier_tcp = false;
   bool island_tier_tcp = false;
   bool island_tier_rdma = false;
+  // The settings that steer the algorithm choice, read (and checked) once, at wiring.
+  CostModel cost_model;
+  ForcedAlgorithms forced;
 };
 
 // The variables that steer the algorithm choice: every rank must have the same values, or init

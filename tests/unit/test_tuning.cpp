@@ -38,7 +38,10 @@ TEST(Hierarchy, GroupsIslandsAndHostsAndOrdersTheRing) {
   EXPECT_EQ(h.islands[0], (std::vector<int>{0, 2, 4, 6}));
   EXPECT_EQ(h.islands[1], (std::vector<int>{1, 3, 5, 7}));
   EXPECT_EQ(h.ring_order, (std::vector<int>{0, 2, 4, 6, 1, 3, 5, 7}));
-  EXPECT_EQ(h.max_ranks_per_host(0), 2);
+  EXPECT_EQ(h.summary.min_per_host, 2);
+  EXPECT_EQ(h.summary.max_per_host, 2);
+  EXPECT_EQ(h.summary.min_hosts_per_island, 2);
+  EXPECT_EQ(h.summary.max_hosts_per_island, 2);
   EXPECT_EQ(h.link(0, 2).gbytes_per_s, m.shm.gbytes_per_s);          // same host
   EXPECT_EQ(h.link(0, 4).gbytes_per_s, m.island_rdma.gbytes_per_s);  // same island
   EXPECT_EQ(h.link(0, 1).gbytes_per_s, m.inter_island.gbytes_per_s);
