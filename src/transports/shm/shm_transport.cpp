@@ -214,6 +214,9 @@ class ShmTransport final : public Transport {
  private:
   // Hands a command to the progress thread; false (and nothing queued) once it has stopped.
   bool submit(Command command);
+  // Submits a command that carries a request; once the progress thread has stopped, the request
+  // fails at once with the endpoint's final status. Returns the request.
+  CompletionPtr submit_request(Command command);
   // On the caller's thread: writes as much of a message as fits now into the ring to `peer`,
   // when nothing sent to it earlier is still queued and the message does not go by cross-memory
   // attach. True when all of it is in the ring (the send is complete); otherwise the progress
@@ -351,6 +354,15 @@ void ShmTransport::set_peers(int rank, std::vector<std::string> addresses) {
   thread_ = std::thread([this] { run(); });
 }
 
+CompletionPtr ShmTransport::submit_request(Command command) {
+  CompletionPtr request = command.request;
+  if (!submit(std::move(command))) {
+    std::lock_guard lock(mutex_);
+    request->complete(final_status_, final_why_);
+  }
+  return request;
+}
+
 bool ShmTransport::submit(Command command) {
   {
     std::lock_guard lock(mutex_);
@@ -366,11 +378,7 @@ CompletionPtr ShmTransport::connect_all() {
   Command c;
   c.kind = Command::Kind::kConnect;
   c.request = done;
-  if (!submit(std::move(c))) {
-    std::lock_guard lock(mutex_);
-    done->complete(final_status_, final_why_);
-  }
-  return done;
+  return submit_request(std::move(c));
 }
 
 CompletionPtr ShmTransport::isend(int peer, std::uint64_t tag, std::uint32_t signature,
@@ -391,11 +399,7 @@ CompletionPtr ShmTransport::isend(int peer, std::uint64_t tag, std::uint32_t sig
   c.send_data = data;
   c.sent = sent;
   c.request = request;
-  if (!submit(std::move(c))) {
-    std::lock_guard lock(mutex_);
-    request->complete(final_status_, final_why_);
-  }
-  return request;
+  return submit_request(std::move(c));
 }
 
 bool ShmTransport::write_directly(int peer, std::uint64_t tag, std::uint32_t signature,
@@ -446,11 +450,7 @@ CompletionPtr ShmTransport::irecv(int peer, std::uint64_t tag, std::uint32_t sig
   c.signature = signature;
   c.recv_data = data;
   c.request = request;
-  if (!submit(std::move(c))) {
-    std::lock_guard lock(mutex_);
-    request->complete(final_status_, final_why_);
-  }
-  return request;
+  return submit_request(std::move(c));
 }
 
 void ShmTransport::fail_peer(int peer, hm_status_t status, const std::string& message) {
