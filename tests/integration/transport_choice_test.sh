@@ -10,57 +10,43 @@ export HOLMES_TIMEOUT_MS=30000
 CLEAN=(env -u HOLMES_RANK -u HOLMES_WORLD_SIZE -u HOLMES_STORE -u HOLMES_TOKEN
        -u HOLMES_STORE_SERVE -u HOLMES_TRANSPORT -u HOLMES_ALGO)
 
+# Starts ranks 0 and 1 of a 2-rank job, each with its extra variables (a space-separated list of
+# NAME=VALUE, possibly empty), their output in $WORK/<name>0 and $WORK/<name>1, and fails unless
+# both ranks fail within 20 s: a disagreement is reported at init, never waited out.
+both_fail() {
+  local name=$1 env0=$2 env1=$3 port start p0 p1 c0 c1
+  port=$(free_port)
+  start=$(date +%s)
+  # shellcheck disable=SC2086  # the variable lists are meant to split
+  "${CLEAN[@]}" HOLMES_RANK=0 HOLMES_WORLD_SIZE=2 HOLMES_STORE=127.0.0.1:$port $env0 \
+    "${BENCH[@]}" >"$WORK/${name}0" 2>&1 &
+  p0=$!
+  # shellcheck disable=SC2086
+  "${CLEAN[@]}" HOLMES_RANK=1 HOLMES_WORLD_SIZE=2 HOLMES_STORE=127.0.0.1:$port $env1 \
+    "${BENCH[@]}" >"$WORK/${name}1" 2>&1 &
+  p1=$!
+  set +e
+  wait $p0; c0=$?
+  wait $p1; c1=$?
+  set -e
+  [ "$c0" != 0 ] && [ "$c1" != 0 ] || { cat "$WORK/${name}0" "$WORK/${name}1"; fail "a rank succeeded"; }
+  [ $(( $(date +%s) - start )) -lt 20 ] || fail "disagreement took too long to report"
+}
+
 echo "== ranks that disagree fail on both sides, naming each other"
-port=$(free_port)
-start=$(date +%s)
-"${CLEAN[@]}" HOLMES_RANK=0 HOLMES_WORLD_SIZE=2 HOLMES_STORE=127.0.0.1:$port HOLMES_TRANSPORT=tcp \
-  "${BENCH[@]}" >"$WORK/r0" 2>&1 &
-p0=$!
-"${CLEAN[@]}" HOLMES_RANK=1 HOLMES_WORLD_SIZE=2 HOLMES_STORE=127.0.0.1:$port \
-  "${BENCH[@]}" >"$WORK/r1" 2>&1 &
-p1=$!
-set +e
-wait $p0; c0=$?
-wait $p1; c1=$?
-set -e
-[ "$c0" != 0 ] && [ "$c1" != 0 ] || { cat "$WORK/r0" "$WORK/r1"; fail "a rank succeeded"; }
+both_fail r "HOLMES_TRANSPORT=tcp" ""
 expect_contains "$WORK/r0" "HM_ERR_MISMATCH"
 expect_contains "$WORK/r1" "HM_ERR_MISMATCH"
 expect_contains "$WORK/r0" "rank 1 runs with HOLMES_TRANSPORT=auto"
 expect_contains "$WORK/r1" "rank 0 runs with HOLMES_TRANSPORT=tcp"
-[ $(( $(date +%s) - start )) -lt 20 ] || fail "disagreement took too long to report"
 
 echo "== ranks with different HOLMES_ALGO fail at init, naming the variable (no hang)"
-port=$(free_port)
-start=$(date +%s)
-"${CLEAN[@]}" HOLMES_RANK=0 HOLMES_WORLD_SIZE=2 HOLMES_STORE=127.0.0.1:$port HOLMES_ALGO=rd \
-  "${BENCH[@]}" >"$WORK/a0" 2>&1 &
-p0=$!
-"${CLEAN[@]}" HOLMES_RANK=1 HOLMES_WORLD_SIZE=2 HOLMES_STORE=127.0.0.1:$port HOLMES_ALGO=ring \
-  "${BENCH[@]}" >"$WORK/a1" 2>&1 &
-p1=$!
-set +e
-wait $p0; c0=$?
-wait $p1; c1=$?
-set -e
-[ "$c0" != 0 ] && [ "$c1" != 0 ] || { cat "$WORK/a0" "$WORK/a1"; fail "a rank succeeded"; }
+both_fail a "HOLMES_ALGO=rd" "HOLMES_ALGO=ring"
 expect_contains "$WORK/a0" "rank 1 runs with HOLMES_ALGO='ring', this rank (rank 0) with 'rd'"
 expect_contains "$WORK/a1" "HM_ERR_MISMATCH"
-[ $(( $(date +%s) - start )) -lt 20 ] || fail "disagreement took too long to report"
 
 echo "== a bad setting on one rank fails every rank at init, naming it"
-port=$(free_port)
-"${CLEAN[@]}" HOLMES_RANK=0 HOLMES_WORLD_SIZE=2 HOLMES_STORE=127.0.0.1:$port \
-  "${BENCH[@]}" >"$WORK/b0" 2>&1 &
-p0=$!
-"${CLEAN[@]}" HOLMES_RANK=1 HOLMES_WORLD_SIZE=2 HOLMES_STORE=127.0.0.1:$port \
-  HOLMES_REDUCE_ISA=fastest "${BENCH[@]}" >"$WORK/b1" 2>&1 &
-p1=$!
-set +e
-wait $p0; c0=$?
-wait $p1; c1=$?
-set -e
-[ "$c0" != 0 ] && [ "$c1" != 0 ] || { cat "$WORK/b0" "$WORK/b1"; fail "a rank succeeded"; }
+both_fail b "" "HOLMES_REDUCE_ISA=fastest"
 expect_contains "$WORK/b1" "HOLMES_REDUCE_ISA"
 expect_contains "$WORK/b0" "HOLMES_REDUCE_ISA"
 
