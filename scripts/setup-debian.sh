@@ -13,6 +13,8 @@ PACKAGES=(
   libspdlog-dev libfmt-dev
   nlohmann-json3-dev  # plans, results and tool output as JSON
   libcli11-dev        # command lines of the tools
+  libyaml-cpp-dev     # topology files
+  libhwloc-dev        # PCI/NUMA locality of NICs and GPUs in discovery
   libucx-dev ucx-utils  # the ucx transport (UCP), and ucx_info for diagnosis
   libibverbs-dev      # the verbs transport (builds without a device; fails cleanly at run time)
   # tests and micro-benchmarks

@@ -258,6 +258,73 @@ HM_API hm_status_t hm_test(hm_request_t* request, int* done);
 /* Releases a request without waiting; the operation still runs to its end. */
 HM_API hm_status_t hm_request_free(hm_request_t request);
 
+/* ---------------------------------------------------------------------------------------------
+ * Planner: TP/PP/DP groups, the stage split and the transport of every group, from the
+ * topology (HOLMES_TOPOLOGY, discovery, HOLMES_HOST/ISLAND/FABRIC) and a model description.
+ * ------------------------------------------------------------------------------------------- */
+typedef struct hm_plan* hm_plan_t;
+
+/* The model to plan for. Start from HM_MODEL_INITIALIZER; name a preset ("gpt-3.6b",
+ * "gpt-7.5b", "gpt-39.1b", "tiny") or a model file (YAML), then override any field: fields left
+ * at 0 (or -1 for recompute) keep the preset's or file's value. tp and pp left at 0 let the
+ * planner choose; gpu_memory_gb at 0 takes the GPU model's. */
+typedef struct hm_model {
+  size_t size; /* sizeof(hm_model_t); set by HM_MODEL_INITIALIZER */
+  const char* preset;
+  const char* file;
+  int layers;
+  int hidden;
+  int heads;
+  int seq_len;
+  int vocab;
+  int micro_batch;
+  int global_batch;
+  int dtype_bytes;
+  int recompute; /* 1: full activation recompute, 0: none, -1: the preset's */
+  int tp;
+  int pp;
+  double gpu_memory_gb;
+} hm_model_t;
+
+#define HM_MODEL_INITIALIZER \
+  { sizeof(hm_model_t), NULL, NULL, 0, 0, 0, 0, 0, 0, 0, 0, -1, 0, 0, 0.0 }
+
+/* The kinds of group a plan forms. */
+typedef enum hm_group {
+  HM_GROUP_TENSOR = 0,   /* tensor parallel: inside one host */
+  HM_GROUP_PIPELINE = 1, /* the stages of one model replica, in stage order */
+  HM_GROUP_DATA = 2      /* replicas of one stage shard: inside one island */
+} hm_group_t;
+
+/* Where the calling rank sits in a plan. */
+typedef struct hm_plan_rank {
+  int stage;       /* pipeline stage, 0 .. num_stages - 1 */
+  int num_stages;  /* pp */
+  int first_layer; /* the stage's layers: [first_layer, first_layer + num_layers) */
+  int num_layers;
+  int tp_rank, tp_size;
+  int dp_rank, dp_size;
+  int micro_batches; /* per step, per data-parallel replica */
+} hm_plan_rank_t;
+
+/* Collective over world: every rank plans alike from the same inputs, and the ranks check that
+ * they did (HM_ERR_MISMATCH otherwise, e.g. for different model descriptions). Fails with
+ * HM_ERR_INVALID_ARGUMENT saying why when the model cannot be placed. */
+HM_API hm_status_t hm_plan_create(hm_comm_t world, const hm_model_t* model, hm_plan_t* plan);
+HM_API hm_status_t hm_plan_destroy(hm_plan_t plan);
+HM_API hm_status_t hm_plan_get_rank(hm_plan_t plan, hm_plan_rank_t* rank);
+/* Collective over the plan's world: a communicator for the caller's group of that kind, ranked
+ * by tp index, stage or dp index. Every rank must ask for the same kinds in the same order. */
+HM_API hm_status_t hm_plan_comm_create(hm_plan_t plan, hm_group_t group, hm_comm_t* comm);
+/* The whole plan (Holmes's and the naive placement, predictions, notes) as JSON. Writes at most
+ * capacity bytes including the terminating NUL; *length (may be NULL) receives the size needed
+ * including the NUL. buffer may be NULL with capacity 0 to ask for the size. */
+HM_API hm_status_t hm_plan_get_json(hm_plan_t plan, char* buffer, size_t capacity, size_t* length);
+/* The predicted step time of the plan and of the naive placement, in seconds (either may be
+ * NULL). */
+HM_API hm_status_t hm_plan_get_prediction(hm_plan_t plan, double* step_seconds,
+                                          double* naive_step_seconds);
+
 #ifdef __cplusplus
 } /* extern "C" */
 #endif

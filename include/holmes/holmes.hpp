@@ -18,6 +18,7 @@ namespace holmes {
 
 namespace detail {
 class CommunicatorImpl;
+class PlanImpl;
 struct RequestImpl;
 }  // namespace detail
 
@@ -102,6 +103,8 @@ class HM_API Request {
 // A set of ranks that run collectives together. Move-only: destroying it closes its
 // connections (operations still in flight end with HM_ERR_ABORTED).
 class HM_API Communicator {
+  friend class Plan;
+
  public:
   Communicator() = default;
   Communicator(Communicator&&) noexcept;
@@ -201,6 +204,41 @@ class HM_API Communicator {
   static void check_sizes(std::size_t a, std::size_t b, const char* what);
   detail::CommunicatorImpl& impl() const;
   std::shared_ptr<detail::CommunicatorImpl> impl_;
+};
+
+// A model to plan for: a preset or a file, with any field overridden (0 / nullopt: keep).
+struct ModelDescription {
+  std::string preset;  // "gpt-7.5b", ... (see hm_model_t)
+  std::string file;    // a model file (YAML); used when preset is empty
+  int layers = 0, hidden = 0, heads = 0, seq_len = 0, vocab = 0;
+  int micro_batch = 0, global_batch = 0, dtype_bytes = 0;
+  std::optional<bool> recompute;
+  int tp = 0, pp = 0;  // 0: the planner chooses
+  double gpu_memory_gb = 0;
+};
+
+// Where the calling rank sits in a plan (hm_plan_rank_t).
+struct PlanRank {
+  int stage = 0, num_stages = 1, first_layer = 0, num_layers = 0;
+  int tp_rank = 0, tp_size = 1, dp_rank = 0, dp_size = 1, micro_batches = 1;
+};
+
+// The planner's answer for a running job (see holmes.h, "Planner").
+class HM_API Plan {
+ public:
+  Plan() = default;
+  // Collective over world; world must outlive the plan's use of communicator().
+  static Plan create(const Communicator& world, const ModelDescription& model);
+  bool valid() const { return impl_ != nullptr; }
+  PlanRank rank() const;
+  // Collective over the world: the caller's group of that kind.
+  Communicator communicator(hm_group_t group) const;
+  std::string json() const;
+  double predicted_step_seconds() const;
+  double naive_step_seconds() const;
+
+ private:
+  std::shared_ptr<detail::PlanImpl> impl_;
 };
 
 }  // namespace holmes

@@ -10,57 +10,16 @@
 #include <utility>
 #include <vector>
 
+#include "capi/capi_support.hpp"
 #include "collectives/algorithm.hpp"
 #include "core/dtype.hpp"
 #include "core/status.hpp"
 
-struct hm_comm {
-  explicit hm_comm(holmes::Communicator c) : comm(std::move(c)) {
-    // Filled once, so that hm_comm_peer_transport can hand out stable pointers.
-    for (int peer = 0; peer < comm.size(); ++peer) peers.push_back(comm.peer_transport(peer));
-  }
-  holmes::Communicator comm;
-  std::vector<holmes::PeerTransport> peers;
-};
-
-struct hm_request {
-  holmes::Request request;
-};
-
 namespace {
 
-thread_local std::string last_error_message;
-
-template <typename F>
-hm_status_t guarded(const char* function, F&& body) {
-  try {
-    body();
-    return HM_SUCCESS;
-  } catch (const holmes::Error& e) {
-    last_error_message = std::string(function) + ": " + e.what();
-    return e.status();
-  } catch (const std::bad_alloc&) {
-    last_error_message = std::string(function) + ": out of memory";
-    return HM_ERR_OUT_OF_MEMORY;
-  } catch (const std::exception& e) {
-    last_error_message = std::string(function) + ": internal error: " + e.what();
-    return HM_ERR_INTERNAL;
-  } catch (...) {
-    last_error_message = std::string(function) + ": internal error";
-    return HM_ERR_INTERNAL;
-  }
-}
-
-holmes::Communicator& comm_of(hm_comm_t comm) {
-  holmes::require(comm != nullptr, "comm is NULL");
-  holmes::require(comm->comm.valid(), "comm is not a live communicator");
-  return comm->comm;
-}
-
-template <typename T>
-void require_out(T* pointer, const char* name) {
-  holmes::require(pointer != nullptr, "output pointer {} is NULL", name);
-}
+using holmes::capi::comm_of;
+using holmes::capi::guarded;
+using holmes::capi::require_out;
 
 holmes::Config config_from_c(const hm_config_t* c) {
   holmes::Config config;
@@ -127,7 +86,7 @@ extern "C" {
 
 const char* hm_status_string(hm_status_t status) { return holmes::status_name(status); }
 
-const char* hm_last_error_message(void) { return last_error_message.c_str(); }
+const char* hm_last_error_message(void) { return holmes::capi::last_error_message().c_str(); }
 
 hm_status_t hm_get_version(int* version) {
   return guarded("hm_get_version", [&] {

@@ -16,6 +16,7 @@
 #include "core/dtype.hpp"
 #include "core/log.hpp"
 #include "core/status.hpp"
+#include "topology/merge.hpp"
 
 namespace holmes::detail {
 namespace {
@@ -51,6 +52,7 @@ CommunicatorImpl::CommunicatorImpl(Params params)
     params.facts.localities.assign(static_cast<std::size_t>(size_),
                                    Locality{"host", "island", "ethernet"});
   }
+  localities_ = params.facts.localities;
   hierarchy_ = make_hierarchy_from(params.facts);
 }
 
@@ -146,7 +148,13 @@ std::shared_ptr<CommunicatorImpl> CommunicatorImpl::create_world(const ResolvedC
   WiringFacts facts;
   std::optional<Error> failure;
   try {
-    router = wire(config.rank, config.world_size, options, gather, deadline, &facts);
+    const LocalitySource locality = [&] {
+      std::string note;
+      Locality mine = topology::rank_locality(config.topology, &note);
+      if (!note.empty()) HM_LOG_INFO("rank {}: {}", config.rank, note);
+      return mine;
+    };
+    router = wire(config.rank, config.world_size, options, locality, gather, deadline, &facts);
   } catch (const Error& e) {
     failure = e;  // every rank finished the exchanges: leave together all the same
   }
@@ -248,8 +256,11 @@ std::shared_ptr<CommunicatorImpl> CommunicatorImpl::split(int color, int key) {
     return ours;
   };
   WiringFacts facts;
-  auto router = wire(new_rank, static_cast<int>(members.size()), options, gather,
-                     Deadline::after(timeout_), &facts);
+  // A split's ranks sit where they sat in the parent.
+  const Locality mine = localities_.at(static_cast<std::size_t>(rank_));
+  auto router = wire(
+      new_rank, static_cast<int>(members.size()), options, [&] { return mine; }, gather,
+      Deadline::after(timeout_), &facts);
 
   Params params;
   params.rank = new_rank;

@@ -84,6 +84,10 @@ class CommunicatorImpl : public std::enable_shared_from_this<CommunicatorImpl> {
 
   int rank() const { return rank_; }
   int size() const { return size_; }
+  // Where every rank sits (index = rank), as the ranks told each other at wiring; and the
+  // topology file the job was started with. The planner reads both.
+  const std::vector<Locality>& localities() const { return localities_; }
+  const std::optional<std::string>& topology_file() const { return topology_; }
   std::chrono::milliseconds timeout() const { return timeout_; }
 
   // Validates, then runs the collective now (after any queued nonblocking ones) when blocking,
@@ -130,6 +134,7 @@ class CommunicatorImpl : public std::enable_shared_from_this<CommunicatorImpl> {
   std::size_t chunk_bytes_;
   TransportOptions transport_options_;
   std::optional<std::string> topology_;
+  std::vector<Locality> localities_;
   CostModel cost_model_;
   Hierarchy hierarchy_;
   mutable std::mutex algorithm_mutex_;

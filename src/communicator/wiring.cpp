@@ -46,8 +46,8 @@ std::string describe(const std::vector<Route>& routes, int rank, const Locality&
 }  // namespace
 
 std::unique_ptr<Router> wire(int rank, int size, const TransportOptions& options,
-                             const GatherStrings& gather, const Deadline& deadline,
-                             WiringFacts* facts) {
+                             const LocalitySource& locality, const GatherStrings& gather,
+                             const Deadline& deadline, WiringFacts* facts) {
   const auto n = static_cast<std::size_t>(size);
   const auto me = static_cast<std::size_t>(rank);
   // Failures before the exchanges end are carried through them, so that every rank fails at
@@ -58,7 +58,7 @@ std::unique_ptr<Router> wire(int rank, int size, const TransportOptions& options
   PeerCard card;
   std::vector<std::unique_ptr<Transport>> transports(std::size(kAllTransportKinds));
   try {
-    card.locality = local_locality();
+    card.locality = locality();
     // Settings used later, read now: a bad value fails every rank at init, naming it.
     reduce_isa();
     const auto model = CostModel::from_env();

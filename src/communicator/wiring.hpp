@@ -54,9 +54,13 @@ inline constexpr const char* kAgreedVariables[] = {"HOLMES_ALGO",
                                                    "HOLMES_COST_REDUCE_GBPS",
                                                    "HOLMES_CHUNK_BYTES"};
 
+// Where this rank sits, asked for inside wiring so that a failure (a malformed topology file)
+// travels through the exchanges and fails every rank at once.
+using LocalitySource = std::function<Locality()>;
+
 // `facts`, when given, receives what the ranks agreed on.
 std::unique_ptr<Router> wire(int rank, int size, const TransportOptions& options,
-                             const GatherStrings& gather, const Deadline& deadline,
-                             WiringFacts* facts = nullptr);
+                             const LocalitySource& locality, const GatherStrings& gather,
+                             const Deadline& deadline, WiringFacts* facts = nullptr);
 
 }  // namespace holmes::detail

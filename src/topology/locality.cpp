@@ -30,25 +30,7 @@ std::string machine_id() {
 
 }  // namespace
 
-DiscoveredFabric discover_fabric(const std::string& sysfs_root) {
-  namespace fs = std::filesystem;
-  std::error_code ec;
-  const fs::path root = fs::path(sysfs_root) / "class" / "infiniband";
-  DiscoveredFabric best{"ethernet", ""};
-  for (const auto& device : fs::directory_iterator(root, ec)) {
-    for (const auto& port : fs::directory_iterator(device.path() / "ports", ec)) {
-      // "4: ACTIVE"
-      if (read_line(port.path() / "state").find("ACTIVE") == std::string::npos) continue;
-      const std::string layer = read_line(port.path() / "link_layer");
-      // GID 0 holds the subnet prefix in its first 64 bits: "fe80:0000:0000:0000:...".
-      const std::string gid = read_line(port.path() / "gids" / "0");
-      const std::string prefix = gid.size() >= 19 ? gid.substr(0, 19) : gid;
-      if (layer == "InfiniBand") return {"ib", prefix};
-      if (layer == "Ethernet") best = {"roce", prefix};
-    }
-  }
-  return best;
-}
+// discover_fabric lives in discovery.cpp, next to the rest of the sysfs reading.
 
 Locality local_locality() {
   Locality out;

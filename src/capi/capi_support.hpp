@@ -1,0 +1,67 @@
+// What every file of the C API shares: the handle structs and the guard that turns exceptions
+// into an hm_status_t plus the thread-local message hm_last_error_message returns.
+#pragma once
+
+#include <holmes/holmes.h>
+#include <holmes/holmes.hpp>
+
+#include <new>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/status.hpp"
+
+struct hm_comm {
+  explicit hm_comm(holmes::Communicator c) : comm(std::move(c)) {
+    // Filled once, so that hm_comm_peer_transport can hand out stable pointers.
+    for (int peer = 0; peer < comm.size(); ++peer) peers.push_back(comm.peer_transport(peer));
+  }
+  holmes::Communicator comm;
+  std::vector<holmes::PeerTransport> peers;
+};
+
+struct hm_request {
+  holmes::Request request;
+};
+
+namespace holmes::capi {
+
+// The detail of the calling thread's most recent failure.
+inline std::string& last_error_message() {
+  thread_local std::string message;
+  return message;
+}
+
+template <typename F>
+hm_status_t guarded(const char* function, F&& body) {
+  try {
+    body();
+    return HM_SUCCESS;
+  } catch (const holmes::Error& e) {
+    last_error_message() = std::string(function) + ": " + e.what();
+    return e.status();
+  } catch (const std::bad_alloc&) {
+    last_error_message() = std::string(function) + ": out of memory";
+    return HM_ERR_OUT_OF_MEMORY;
+  } catch (const std::exception& e) {
+    last_error_message() = std::string(function) + ": internal error: " + e.what();
+    return HM_ERR_INTERNAL;
+  } catch (...) {
+    last_error_message() = std::string(function) + ": internal error";
+    return HM_ERR_INTERNAL;
+  }
+}
+
+inline holmes::Communicator& comm_of(hm_comm_t comm) {
+  holmes::require(comm != nullptr, "comm is NULL");
+  holmes::require(comm->comm.valid(), "comm is not a live communicator");
+  return comm->comm;
+}
+
+template <typename T>
+void require_out(T* pointer, const char* name) {
+  holmes::require(pointer != nullptr, "output pointer {} is NULL", name);
+}
+
+}  // namespace holmes::capi

@@ -1,0 +1,121 @@
+// The planner's C API (holmes.h, "Planner") over holmes::Plan.
+#include <cstddef>
+#include <cstring>
+
+#include "capi/capi_support.hpp"
+
+struct hm_plan {
+  holmes::Plan plan;
+};
+
+namespace {
+
+using holmes::capi::comm_of;
+using holmes::capi::guarded;
+using holmes::capi::require_out;
+
+holmes::ModelDescription model_from_c(const hm_model_t* m) {
+  holmes::require(m != nullptr, "model is NULL");
+  holmes::require(
+      m->size >= offsetof(hm_model_t, gpu_memory_gb) + sizeof(double) && m->size <= (1u << 16),
+      "hm_model_t.size is {}: initialize the model with HM_MODEL_INITIALIZER", m->size);
+  holmes::require((m->preset != nullptr) != (m->file != nullptr),
+                  "the model must name exactly one of preset and file");
+  holmes::ModelDescription d;
+  if (m->preset) d.preset = m->preset;
+  if (m->file) d.file = m->file;
+  d.layers = m->layers;
+  d.hidden = m->hidden;
+  d.heads = m->heads;
+  d.seq_len = m->seq_len;
+  d.vocab = m->vocab;
+  d.micro_batch = m->micro_batch;
+  d.global_batch = m->global_batch;
+  d.dtype_bytes = m->dtype_bytes;
+  holmes::require(m->recompute >= -1 && m->recompute <= 1,
+                  "model recompute is {}: expected 1, 0 or -1 (the preset's)", m->recompute);
+  if (m->recompute != -1) d.recompute = m->recompute == 1;
+  holmes::require(m->tp >= 0 && m->pp >= 0, "model tp ({}) and pp ({}) must not be negative", m->tp,
+                  m->pp);
+  d.tp = m->tp;
+  d.pp = m->pp;
+  holmes::require(m->gpu_memory_gb >= 0, "model gpu_memory_gb ({}) must not be negative",
+                  m->gpu_memory_gb);
+  d.gpu_memory_gb = m->gpu_memory_gb;
+  return d;
+}
+
+holmes::Plan& plan_of(hm_plan_t plan) {
+  holmes::require(plan != nullptr, "plan is NULL");
+  return plan->plan;
+}
+
+}  // namespace
+
+extern "C" {
+
+hm_status_t hm_plan_create(hm_comm_t world, const hm_model_t* model, hm_plan_t* plan) {
+  return guarded("hm_plan_create", [&] {
+    require_out(plan, "plan");
+    *plan = nullptr;
+    auto& comm = comm_of(world);
+    const holmes::ModelDescription description = model_from_c(model);
+    *plan = new hm_plan{holmes::Plan::create(comm, description)};
+  });
+}
+
+hm_status_t hm_plan_destroy(hm_plan_t plan) {
+  return guarded("hm_plan_destroy", [&] {
+    holmes::require(plan != nullptr, "plan is NULL");
+    delete plan;
+  });
+}
+
+hm_status_t hm_plan_get_rank(hm_plan_t plan, hm_plan_rank_t* rank) {
+  return guarded("hm_plan_get_rank", [&] {
+    require_out(rank, "rank");
+    const holmes::PlanRank r = plan_of(plan).rank();
+    *rank = hm_plan_rank_t{r.stage,   r.num_stages, r.first_layer, r.num_layers,   r.tp_rank,
+                           r.tp_size, r.dp_rank,    r.dp_size,     r.micro_batches};
+  });
+}
+
+hm_status_t hm_plan_comm_create(hm_plan_t plan, hm_group_t group, hm_comm_t* comm) {
+  return guarded("hm_plan_comm_create", [&] {
+    require_out(comm, "comm");
+    *comm = nullptr;
+    holmes::require(
+        group == HM_GROUP_TENSOR || group == HM_GROUP_PIPELINE || group == HM_GROUP_DATA,
+        "group is {}: expected HM_GROUP_TENSOR, HM_GROUP_PIPELINE or HM_GROUP_DATA",
+        static_cast<int>(group));
+    *comm = new hm_comm(plan_of(plan).communicator(group));
+  });
+}
+
+hm_status_t hm_plan_get_json(hm_plan_t plan, char* buffer, size_t capacity, size_t* length) {
+  return guarded("hm_plan_get_json", [&] {
+    const std::string json = plan_of(plan).json();
+    if (length != nullptr) *length = json.size() + 1;
+    holmes::require(buffer != nullptr || capacity == 0, "buffer is NULL but capacity is {}",
+                    capacity);
+    if (buffer == nullptr) {
+      holmes::require(length != nullptr, "both buffer and length are NULL");
+      return;
+    }
+    holmes::require(capacity >= json.size() + 1,
+                    "buffer of {} bytes is too small: the plan needs {} (with the NUL)", capacity,
+                    json.size() + 1);
+    std::memcpy(buffer, json.c_str(), json.size() + 1);
+  });
+}
+
+hm_status_t hm_plan_get_prediction(hm_plan_t plan, double* step_seconds,
+                                   double* naive_step_seconds) {
+  return guarded("hm_plan_get_prediction", [&] {
+    const holmes::Plan& p = plan_of(plan);
+    if (step_seconds != nullptr) *step_seconds = p.predicted_step_seconds();
+    if (naive_step_seconds != nullptr) *naive_step_seconds = p.naive_step_seconds();
+  });
+}
+
+}  // extern "C"

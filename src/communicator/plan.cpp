@@ -1,0 +1,169 @@
+// holmes::Plan: the planner (src/scheduler) applied to a running job. Every rank builds the
+// job's topology from the localities the ranks exchanged at wiring (plus the topology file),
+// plans alike, and checks with the others that it did; the plan's groups then become
+// communicators by splitting the world.
+#include <holmes/holmes.hpp>
+
+#include <cstring>
+
+#include "communicator/communicator_impl.hpp"
+#include "core/status.hpp"
+#include "scheduler/job_topology.hpp"
+#include "scheduler/plan_report.hpp"
+#include "scheduler/planner.hpp"
+#include "topology/topology_file.hpp"
+
+namespace holmes {
+namespace detail {
+
+class PlanImpl {
+ public:
+  std::shared_ptr<CommunicatorImpl> world;
+  scheduler::JobTopology job;
+  scheduler::Plan plan;
+  std::string json;
+};
+
+}  // namespace detail
+
+namespace {
+
+scheduler::ModelSpec model_from(const ModelDescription& d) {
+  scheduler::ModelSpec m;
+  if (!d.preset.empty()) {
+    m = scheduler::model_preset(d.preset);
+  } else if (!d.file.empty()) {
+    m = scheduler::load_model(d.file);
+  } else {
+    fail(HM_ERR_INVALID_ARGUMENT, "the model names neither a preset nor a file");
+  }
+  const std::pair<int, int*> overrides[] = {{d.layers, &m.layers},
+                                            {d.hidden, &m.hidden},
+                                            {d.heads, &m.heads},
+                                            {d.seq_len, &m.seq_len},
+                                            {d.vocab, &m.vocab},
+                                            {d.micro_batch, &m.micro_batch},
+                                            {d.global_batch, &m.global_batch},
+                                            {d.dtype_bytes, &m.dtype_bytes}};
+  for (const auto& [value, field] : overrides) {
+    require(value >= 0, "model fields must not be negative, got {}", value);
+    if (value > 0) *field = value;
+  }
+  if (d.recompute) m.recompute = *d.recompute;
+  m.validate();
+  return m;
+}
+
+// FNV-1a: the same bytes give the same 64 bits on every rank and build.
+std::uint64_t fingerprint(const std::string& text) {
+  std::uint64_t h = 1469598103934665603ull;
+  for (unsigned char c : text) {
+    h ^= c;
+    h *= 1099511628211ull;
+  }
+  return h;
+}
+
+}  // namespace
+
+Plan Plan::create(const Communicator& world, const ModelDescription& description) {
+  auto impl = std::make_shared<detail::PlanImpl>();
+  impl->world = world.impl_;
+  detail::CommunicatorImpl& comm = world.impl();
+  // Plan locally, then agree: a rank whose plan differs (other model arguments, another file)
+  // or that could not plan makes every rank fail, instead of a hang in the first split.
+  std::optional<Error> failure;
+  std::uint64_t mine[2] = {0, 0};  // {status, fingerprint}
+  try {
+    const scheduler::ModelSpec model = model_from(description);
+    std::optional<topology::Topology> file;
+    if (comm.topology_file()) file = topology::load_topology_file(*comm.topology_file());
+    impl->job = scheduler::job_topology(comm.localities(), file ? &*file : nullptr);
+    scheduler::PlanConstraints constraints;
+    constraints.tp = description.tp;
+    constraints.pp = description.pp;
+    constraints.gpu_memory_gb = description.gpu_memory_gb;
+    impl->plan = scheduler::make_plan(impl->job.topology, impl->job.layout, model, constraints);
+    for (const std::string& note : impl->job.notes) impl->plan.notes.push_back(note);
+    impl->json = scheduler::plan_to_json(impl->plan, impl->job.topology).dump();
+    mine[1] = fingerprint(impl->json);
+  } catch (const Error& e) {
+    failure = e;
+    mine[0] = static_cast<std::uint64_t>(e.status());
+  }
+  std::vector<std::uint64_t> all(2 * static_cast<std::size_t>(comm.size()));
+  detail::CollectiveCall gather;
+  gather.kind = CollectiveKind::kAllgather;
+  gather.send = mine;
+  gather.recv = all.data();
+  gather.count = 2;
+  gather.dtype = HM_UINT64;
+  comm.collective(gather, /*blocking=*/true);
+  if (failure) throw *failure;
+  for (int r = 0; r < comm.size(); ++r) {
+    const std::uint64_t status = all[2 * r], print = all[2 * r + 1];
+    if (status != 0) {
+      fail(HM_ERR_MISMATCH, "rank {} could not plan ({}); see its error", r,
+           status_name(static_cast<hm_status_t>(status)));
+    }
+    if (print != mine[1]) {
+      fail(HM_ERR_MISMATCH,
+           "rank {} planned differently from rank {}: every rank must describe the same model "
+           "and use the same topology file",
+           r, comm.rank());
+    }
+  }
+  Plan plan;
+  plan.impl_ = std::move(impl);
+  return plan;
+}
+
+PlanRank Plan::rank() const {
+  require(impl_ != nullptr, "the Plan is empty");
+  const auto& p = impl_->plan.holmes;
+  const auto& role = p.roles.at(static_cast<std::size_t>(impl_->world->rank()));
+  const auto& stage = p.stages.at(static_cast<std::size_t>(role.stage));
+  return PlanRank{role.stage, p.pp, stage.first_layer, stage.layers, role.tp, p.tp,
+                  role.dp,    p.dp, p.micro_batches};
+}
+
+Communicator Plan::communicator(hm_group_t group) const {
+  require(impl_ != nullptr, "the Plan is empty");
+  const auto& p = impl_->plan.holmes;
+  const auto& role = p.roles.at(static_cast<std::size_t>(impl_->world->rank()));
+  int color = 0, key = 0;
+  switch (group) {
+    case HM_GROUP_TENSOR:
+      color = role.stage * p.dp + role.dp;
+      key = role.tp;
+      break;
+    case HM_GROUP_PIPELINE:
+      color = role.dp * p.tp + role.tp;
+      key = role.stage;
+      break;
+    case HM_GROUP_DATA:
+      color = role.stage * p.tp + role.tp;
+      key = role.dp;
+      break;
+    default:
+      fail(HM_ERR_INVALID_ARGUMENT, "unknown group kind {}", static_cast<int>(group));
+  }
+  return Communicator(impl_->world->split(color, key));
+}
+
+std::string Plan::json() const {
+  require(impl_ != nullptr, "the Plan is empty");
+  return impl_->json;
+}
+
+double Plan::predicted_step_seconds() const {
+  require(impl_ != nullptr, "the Plan is empty");
+  return impl_->plan.holmes_step.step_s;
+}
+
+double Plan::naive_step_seconds() const {
+  require(impl_ != nullptr, "the Plan is empty");
+  return impl_->plan.naive_step.step_s;
+}
+
+}  // namespace holmes

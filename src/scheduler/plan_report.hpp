@@ -1,0 +1,18 @@
+// A plan as people and programs read it: JSON (the C API and holmes-plan --json), a table
+// (holmes-plan), and a Graphviz picture of islands, hosts and groups (holmes-plan --dot).
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <string>
+
+#include "scheduler/planner.hpp"
+#include "topology/topology.hpp"
+
+namespace holmes::scheduler {
+
+nlohmann::json plan_to_json(const Plan& plan, const topology::Topology& topo);
+std::string plan_to_table(const Plan& plan, const topology::Topology& topo);
+std::string plan_to_dot(const Plan& plan, const topology::Topology& topo);
+
+}  // namespace holmes::scheduler

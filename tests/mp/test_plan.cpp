@@ -1,0 +1,180 @@
+// The planner on a running job (run under islands.sh: 8 ranks, two islands of two hosts of two
+// ranks, interleaved): the C API plans, every rank's place follows the Holmes rules, the plan's
+// communicators group the right ranks and run exact collectives, and ranks that disagree or ask
+// for the impossible fail together with a message.
+#include <holmes/holmes.h>
+
+#include <gtest/gtest.h>
+
+#include <array>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "world.hpp"
+
+namespace holmes::test {
+namespace {
+
+// A C world built from the same environment (the n-th hm_init_from_env meets the others' n-th).
+struct CWorld {
+  hm_comm_t handle = nullptr;
+  CWorld() { EXPECT_EQ(hm_init_from_env(&handle), HM_SUCCESS) << hm_last_error_message(); }
+  ~CWorld() {
+    if (handle != nullptr) hm_comm_destroy(handle);
+  }
+};
+
+struct CPlan {
+  hm_plan_t handle = nullptr;
+  ~CPlan() {
+    if (handle != nullptr) hm_plan_destroy(handle);
+  }
+};
+
+std::string my_host() { return std::getenv("HOLMES_HOST"); }
+std::string my_island() { return my_host().substr(4, my_host().rfind('-') - 4); }
+
+// Every member's host name through `comm` (fixed 32-byte slots).
+std::vector<std::string> hosts_in(hm_comm_t comm) {
+  int size = 0;
+  EXPECT_EQ(hm_comm_size(comm, &size), HM_SUCCESS);
+  std::array<char, 32> mine{};
+  std::strncpy(mine.data(), my_host().c_str(), mine.size() - 1);
+  std::vector<char> all(32 * static_cast<std::size_t>(size));
+  EXPECT_EQ(hm_allgather(comm, mine.data(), all.data(), 32, HM_INT8), HM_SUCCESS)
+      << hm_last_error_message();
+  std::vector<std::string> out;
+  for (int i = 0; i < size; ++i) out.emplace_back(all.data() + 32 * i);
+  return out;
+}
+
+hm_model_t tiny(int tp, int pp) {
+  hm_model_t model = HM_MODEL_INITIALIZER;
+  model.preset = "tiny";
+  model.tp = tp;
+  model.pp = pp;
+  return model;
+}
+
+TEST(PlanTest, LayoutIsTheOneTheTestExpects) {
+  ASSERT_EQ(world().size(), 8) << "run with holmes-run -n 8 -- islands.sh MODE ...";
+  ASSERT_NE(std::getenv("HOLMES_HOST"), nullptr) << "run under islands.sh";
+}
+
+TEST(PlanTest, GroupsFollowHostsAndIslands) {
+  CWorld c;
+  CPlan plan;
+  const hm_model_t model = tiny(2, 2);
+  ASSERT_EQ(hm_plan_create(c.handle, &model, &plan.handle), HM_SUCCESS) << hm_last_error_message();
+  hm_plan_rank_t me{};
+  ASSERT_EQ(hm_plan_get_rank(plan.handle, &me), HM_SUCCESS);
+  EXPECT_EQ(me.num_stages, 2);
+  EXPECT_EQ(me.tp_size, 2);
+  EXPECT_EQ(me.dp_size, 2);
+  // Stage 0 on the first island the ranks name (ib: rank 0's), stage 1 on the other.
+  EXPECT_EQ(me.stage, my_island() == "ib" ? 0 : 1);
+  EXPECT_EQ(me.first_layer, me.stage == 0 ? 0 : 8 - me.num_layers);
+  EXPECT_GE(me.num_layers, 1);
+
+  hm_comm_t tp = nullptr, dp = nullptr, pp = nullptr;
+  ASSERT_EQ(hm_plan_comm_create(plan.handle, HM_GROUP_TENSOR, &tp), HM_SUCCESS)
+      << hm_last_error_message();
+  ASSERT_EQ(hm_plan_comm_create(plan.handle, HM_GROUP_DATA, &dp), HM_SUCCESS)
+      << hm_last_error_message();
+  ASSERT_EQ(hm_plan_comm_create(plan.handle, HM_GROUP_PIPELINE, &pp), HM_SUCCESS)
+      << hm_last_error_message();
+  int rank = -1, size = 0;
+  EXPECT_EQ(hm_comm_rank(tp, &rank), HM_SUCCESS);
+  EXPECT_EQ(rank, me.tp_rank);
+  EXPECT_EQ(hm_comm_rank(dp, &rank), HM_SUCCESS);
+  EXPECT_EQ(rank, me.dp_rank);
+  EXPECT_EQ(hm_comm_rank(pp, &rank), HM_SUCCESS);
+  EXPECT_EQ(rank, me.stage);
+  EXPECT_EQ(hm_comm_size(pp, &size), HM_SUCCESS);
+  EXPECT_EQ(size, 2);
+  // TP inside one host; DP inside one island, across its two hosts; PP across the islands.
+  for (const std::string& h : hosts_in(tp)) EXPECT_EQ(h, my_host());
+  const auto dp_hosts = hosts_in(dp);
+  ASSERT_EQ(dp_hosts.size(), 2u);
+  EXPECT_NE(dp_hosts[0], dp_hosts[1]);
+  for (const std::string& h : dp_hosts) EXPECT_EQ(h.substr(0, 6), my_host().substr(0, 6));
+  const auto pp_hosts = hosts_in(pp);
+  ASSERT_EQ(pp_hosts.size(), 2u);
+  EXPECT_EQ(pp_hosts[0].rfind("emu-ib-", 0), 0u) << pp_hosts[0];
+  EXPECT_EQ(pp_hosts[1].rfind("emu-roce-", 0), 0u) << pp_hosts[1];
+
+  // Exact sums over each group: world rank + 1 summed over its members.
+  int world_rank = 0;
+  EXPECT_EQ(hm_comm_rank(c.handle, &world_rank), HM_SUCCESS);
+  for (hm_comm_t g : {tp, dp, pp}) {
+    std::int64_t mine = world_rank + 1, sum = 0;
+    EXPECT_EQ(hm_allreduce(g, &mine, &sum, 1, HM_INT64, HM_SUM), HM_SUCCESS);
+    std::int64_t ranks[2] = {0, 0};
+    EXPECT_EQ(hm_allgather(g, &mine, ranks, 1, HM_INT64), HM_SUCCESS);
+    EXPECT_EQ(sum, ranks[0] + ranks[1]);
+    EXPECT_NE(ranks[0], ranks[1]);
+  }
+  for (hm_comm_t g : {tp, dp, pp}) EXPECT_EQ(hm_comm_destroy(g), HM_SUCCESS);
+
+  // The JSON: asked for its size first, then read whole.
+  size_t length = 0;
+  ASSERT_EQ(hm_plan_get_json(plan.handle, nullptr, 0, &length), HM_SUCCESS);
+  std::string json(length, '\0');
+  ASSERT_EQ(hm_plan_get_json(plan.handle, json.data(), json.size(), nullptr), HM_SUCCESS);
+  EXPECT_NE(json.find("\"naive\""), std::string::npos);
+  EXPECT_NE(json.find("\"transport\":\"roce\""), std::string::npos);
+  char small[8];
+  EXPECT_EQ(hm_plan_get_json(plan.handle, small, sizeof(small), nullptr), HM_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(hm_last_error_message()).find("too small"), std::string::npos);
+  double step = 0, naive = 0;
+  EXPECT_EQ(hm_plan_get_prediction(plan.handle, &step, &naive), HM_SUCCESS);
+  EXPECT_GT(step, 0);
+  EXPECT_GE(naive, step);
+}
+
+TEST(PlanTest, RanksThatDescribeDifferentModelsFailTogether) {
+  CWorld c;
+  CPlan plan;
+  hm_model_t model = tiny(2, 2);
+  int rank = 0;
+  EXPECT_EQ(hm_comm_rank(c.handle, &rank), HM_SUCCESS);
+  if (rank == 3) model.global_batch = 128;
+  EXPECT_EQ(hm_plan_create(c.handle, &model, &plan.handle), HM_ERR_MISMATCH);
+  EXPECT_NE(std::string(hm_last_error_message()).find("planned differently"), std::string::npos)
+      << hm_last_error_message();
+  EXPECT_EQ(plan.handle, nullptr);
+}
+
+TEST(PlanTest, ImpossibleRequestSaysWhyOnEveryRank) {
+  CWorld c;
+  CPlan plan;
+  const hm_model_t model = tiny(4, 0);  // hosts have 2 GPUs: TP groups of 4 cannot stay inside
+  EXPECT_EQ(hm_plan_create(c.handle, &model, &plan.handle), HM_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(hm_last_error_message()).find("not a multiple of tp 4"), std::string::npos)
+      << hm_last_error_message();
+}
+
+TEST(PlanTest, BadArgumentsAreRefusedLocally) {
+  CWorld c;
+  hm_plan_t plan = nullptr;
+  EXPECT_EQ(hm_plan_create(c.handle, nullptr, &plan), HM_ERR_INVALID_ARGUMENT);
+  hm_model_t model = tiny(0, 0);
+  EXPECT_EQ(hm_plan_create(c.handle, &model, nullptr), HM_ERR_INVALID_ARGUMENT);
+  model.size = 3;
+  EXPECT_EQ(hm_plan_create(c.handle, &model, &plan), HM_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(hm_last_error_message()).find("HM_MODEL_INITIALIZER"), std::string::npos);
+  model = tiny(0, 0);
+  model.file = "model.yaml";
+  EXPECT_EQ(hm_plan_create(c.handle, &model, &plan), HM_ERR_INVALID_ARGUMENT);
+  model = tiny(-1, 0);
+  EXPECT_EQ(hm_plan_create(c.handle, &model, &plan), HM_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(plan, nullptr);
+  EXPECT_EQ(hm_plan_get_rank(nullptr, nullptr), HM_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(hm_plan_comm_create(nullptr, HM_GROUP_DATA, nullptr), HM_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(hm_plan_destroy(nullptr), HM_ERR_INVALID_ARGUMENT);
+}
+
+}  // namespace
+}  // namespace holmes::test
