@@ -36,7 +36,10 @@ holmes::topology::Topology cluster(int gpus) {
     for (int h = 0; h < hosts_per_island; ++h) {
       holmes::topology::Host host{fmt::format("{}-{}", spec.name, h), spec.name, 8, "A100", {}};
       for (int n = 0; n < 4 && spec.link[0] != '\0'; ++n) {
-        host.nics.push_back({fmt::format("nic{}", n), spec.link});
+        holmes::topology::Nic nic;
+        nic.name = fmt::format("nic{}", n);
+        nic.link_class = spec.link;
+        host.nics.push_back(nic);
       }
       island.hosts.push_back(host.name);
       t.hosts.push_back(host);

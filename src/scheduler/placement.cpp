@@ -154,6 +154,7 @@ Placement naive_placement(const Topology& topo, const JobLayout& layout, const M
   p.pp = pp;
   p.dp = n / (tp * pp);
   p.single_network = true;
+  p.overlap_dp = false;
   p.micro_batches = model.global_batch / (model.micro_batch * p.dp);
   p.grid.resize(n);
   // Megatron-LM: rank = (stage * dp + d) * tp + t, ranks in launch (host) order.

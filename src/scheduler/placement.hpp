@@ -57,6 +57,9 @@ struct Placement {
   // NCCL's rule for the naive placement: one network for the whole job, so a job whose hosts do
   // not all share one RDMA island runs every inter-host group over TCP.
   bool single_network = false;
+  // Whether gradient reduce-scatter and parameter all-gather overlap compute (Holmes, like
+  // Megatron-LLaMA's overlapped distributed optimizer) or follow the backward (Megatron-LM).
+  bool overlap_dp = true;
   std::vector<RankRole> roles;  // index = rank
   std::vector<int> grid;        // rank at (stage, dp, tp): grid[(stage * dp + d) * tp + t]
   std::vector<Stage> stages;

@@ -22,10 +22,13 @@ json prediction_json(const StepPrediction& p) {
                       {"dp_reduce_scatter_s", s.dp_reduce_scatter_s},
                       {"dp_allgather_s", s.dp_allgather_s},
                       {"dp_exposed_s", s.dp_exposed_s},
+                      {"compute_s", s.compute_s},
+                      {"comm_s", s.comm_s},
+                      {"bubble_s", s.bubble_s},
+                      {"end_s", s.end_s},
                       {"memory_gb", s.memory_gb}});
   }
   return {{"step_s", p.step_s},
-          {"pipeline_s", p.pipeline_s},
           {"bubble_s", p.bubble_s},
           {"compute_s", p.compute_s},
           {"exposed_comm_s", p.exposed_comm_s},
@@ -101,20 +104,23 @@ std::string host_list(const Stage& stage, const Topology& topo) {
 
 void append_placement(std::string& out, const Placement& p, const StepPrediction& step,
                       const Topology& topo) {
-  out += fmt::format("{} placement: tp {} x pp {} x dp {}, {} micro-batches per step{}\n", p.name,
+  out += fmt::format("{} placement: tp {} x pp {} x dp {}, {} micro-batches per step{}{}\n", p.name,
                      p.tp, p.pp, p.dp, p.micro_batches,
-                     p.single_network ? " (one network for the whole job, as NCCL)" : "");
-  out += fmt::format("  {:>5} {:>7} {:>6} {:<12} {:>9} {:>8} {:>8} {:>9} {:>7}  {}\n", "stage",
-                     "layers", "first", "island", "t/mb(ms)", "p2p(ms)", "dp(s)", "dp-exp(s)",
-                     "mem(GB)", "hosts");
+                     p.single_network ? "; one network for the whole job, as NCCL" : "",
+                     p.overlap_dp ? "; DP overlapped with compute" : "; DP after the backward");
+  out += fmt::format("  {:>5} {:>6} {:>5} {:<10} {:>8} {:>8} {:>9} {:>9} {:>9} {:>9} {:>7}  {}\n",
+                     "stage", "layers", "first", "island", "t/mb(ms)", "p2p(ms)", "compute(s)",
+                     "bubble(s)", "dp(s)", "dp-exp(s)", "mem(GB)", "hosts");
   for (std::size_t s = 0; s < p.stages.size(); ++s) {
     const Stage& stage = p.stages[s];
     const StageTime& t = step.stages[s];
     out += fmt::format(
-        "  {:>5} {:>7} {:>6} {:<12} {:>9.1f} {:>8.2f} {:>8.2f} {:>9.2f} {:>7.1f}  {}\n", s,
-        stage.layers, stage.first_layer, stage.island.empty() ? "(mixed)" : stage.island,
-        t.per_microbatch_s() * 1e3, t.p2p_s * 1e3, t.dp_reduce_scatter_s + t.dp_allgather_s,
-        t.dp_exposed_s, t.memory_gb, host_list(stage, topo));
+        "  {:>5} {:>6} {:>5} {:<10} {:>8.1f} {:>8.2f} {:>9.2f} {:>9.2f} {:>9.2f} {:>9.2f} {:>7.1f} "
+        " {}\n",
+        s, stage.layers, stage.first_layer, stage.island.empty() ? "(mixed)" : stage.island,
+        t.per_microbatch_s() * 1e3, t.p2p_s * 1e3, t.compute_s, t.bubble_s,
+        t.dp_reduce_scatter_s + t.dp_allgather_s, t.dp_exposed_s, t.memory_gb,
+        host_list(stage, topo));
   }
   out += fmt::format("  groups: tp {} | dp {} | pp {}\n", transports(p.tp_groups),
                      transports(p.dp_groups), transports(p.pp_groups));

@@ -1,6 +1,7 @@
 #include "scheduler/step_model.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 
 #include "collectives/tuning.hpp"
@@ -18,6 +19,9 @@ CostModel gpu_cost_model() {
   m.chunk_bytes = 4 << 20;
   return m;
 }
+
+// Megatron's gradient bucket: 40M parameters.
+constexpr double kBucketParams = 40e6;
 
 LinkCost link_cost(const topology::LinkClass& link, double bytes_per_s) {
   return LinkCost{link.latency_us, bytes_per_s / 1e9};
@@ -70,8 +74,8 @@ StepModel::StepModel(const topology::Topology& topo, const JobLayout& layout,
   gpus_.resize(p.pp);
   tp_allreduce_.assign(p.pp, 0);
   p2p_seconds_.assign(p.pp, 0);
-  dp_rs_by_layers_.assign(p.pp, std::vector<double>(model.layers + 1, 0));
-  dp_ag_by_layers_.assign(p.pp, std::vector<double>(model.layers + 1, 0));
+  p2p_to_next_.assign(p.pp, 0);
+  dp_by_layers_.assign(p.pp, std::vector<DpCost>(model.layers + 1));
   for (int s = 0; s < p.pp; ++s) {
     const Stage& stage = p.stages[s];
     double slowest = std::numeric_limits<double>::infinity();
@@ -102,6 +106,7 @@ StepModel::StepModel(const topology::Topology& topo, const JobLayout& layout,
               : std::min(topo.host_bandwidth(topo.hosts[ha], link.name) / ranks_on_host(s, ha),
                          topo.host_bandwidth(topo.hosts[hb], link.name) / ranks_on_host(s + 1, hb));
       const double seconds = link.latency_us / 1e6 + activation_bytes / p.tp / bandwidth;
+      p2p_to_next_[s] = seconds;
       p2p_seconds_[s] += seconds;
       p2p_seconds_[s + 1] += seconds;
     }
@@ -113,11 +118,12 @@ StepModel::StepModel(const topology::Topology& topo, const JobLayout& layout,
       for (int layers = 1; layers <= model.layers; ++layers) {
         const double params =
             (layers * model.params_per_layer() + embedding * model.embedding_params()) / p.tp;
-        const double bytes = params * model.dtype_bytes;
-        dp_rs_by_layers_[s][layers] =
+        DpCost& c = dp_by_layers_[s][layers];
+        c.buckets = std::max(1, static_cast<int>(std::ceil(params / kBucketParams)));
+        const double bytes = params / c.buckets * model.dtype_bytes;
+        c.reduce_scatter_s =
             choose(h, cost, CollectiveKind::kReduceScatter, bytes).microseconds / 1e6;
-        dp_ag_by_layers_[s][layers] =
-            choose(h, cost, CollectiveKind::kAllgather, bytes).microseconds / 1e6;
+        c.allgather_s = choose(h, cost, CollectiveKind::kAllgather, bytes).microseconds / 1e6;
       }
     }
   }
@@ -134,11 +140,9 @@ StageTime StepModel::stage_time(int s, int layers) const {
   out.backward_s = compute - out.forward_s;
   out.tp_comm_s = layers * (model_.recompute ? 6 : 4) * tp_allreduce_[s];
   out.p2p_s = p2p_seconds_[s];
-  const int clamped = std::clamp(layers, 0, model_.layers);
-  out.dp_reduce_scatter_s = dp_rs_by_layers_[s][clamped];
-  out.dp_allgather_s = dp_ag_by_layers_[s][clamped];
-  out.dp_exposed_s = std::max(0.0, out.dp_reduce_scatter_s - out.backward_s) +
-                     std::max(0.0, out.dp_allgather_s - out.forward_s);
+  const DpCost& dp = dp_by_layers_[s][std::clamp(layers, 0, model_.layers)];
+  out.dp_reduce_scatter_s = dp.buckets * dp.reduce_scatter_s;
+  out.dp_allgather_s = dp.buckets * dp.allgather_s;
   // Memory per GPU: weights in the model's dtype, fp32 gradients, Adam's fp32 master weights and
   // two moments sharded over the DP group; activations of the micro-batches 1F1B keeps in flight
   // (stage inputs only with recompute), plus one layer's working set (Korthikanti et al.).
@@ -155,29 +159,116 @@ StageTime StepModel::stage_time(int s, int layers) const {
   return out;
 }
 
+void StepModel::simulate(std::vector<StageTime>& stages, const std::vector<int>& layers) const {
+  const Placement& p = placement_;
+  const int pp = p.pp;
+  const int m = p.micro_batches;
+  // Each stage's operations in 1F1B order: (p - s - 1) warm-up forwards, then one forward and
+  // one backward in turn, then the remaining backwards. true = forward.
+  std::vector<std::vector<std::pair<bool, int>>> order(pp);
+  for (int s = 0; s < pp; ++s) {
+    const int warmup = std::min(pp - s - 1, m);
+    for (int i = 0; i < warmup; ++i) order[s].push_back({true, i});
+    for (int i = 0; i < m - warmup; ++i) {
+      order[s].push_back({true, warmup + i});
+      order[s].push_back({false, i});
+    }
+    for (int i = m - warmup; i < m; ++i) order[s].push_back({false, i});
+  }
+  constexpr double kNotYet = -1;
+  std::vector<std::vector<double>> forward_end(pp, std::vector<double>(m, kNotYet));
+  std::vector<std::vector<double>> backward_end(pp, std::vector<double>(m, kNotYet));
+  std::vector<std::size_t> next(pp, 0);
+  std::vector<double> free_at(pp, 0);
+  std::vector<double> last_backward_start(pp, 0);
+  // Parameters of this step's first forward: with overlap, the all-gather (buckets in a row,
+  // from the step's start) must have delivered the last bucket before that forward can end.
+  std::vector<double> params_ready(pp, 0);
+  for (int s = 0; s < pp; ++s) {
+    const DpCost& dp = dp_by_layers_[s][layers[s]];
+    if (p.overlap_dp && p.dp > 1) params_ready[s] = dp.buckets * dp.allgather_s;
+  }
+  const double tp_forward_share = model_.recompute ? 2.0 / 6 : 2.0 / 4;
+  bool progress = true;
+  while (progress) {
+    progress = false;
+    for (int s = 0; s < pp; ++s) {
+      while (next[s] < order[s].size()) {
+        const auto [forward, i] = order[s][next[s]];
+        const StageTime& t = stages[s];
+        double ready = 0;
+        if (forward && s > 0) ready = forward_end[s - 1][i];
+        if (!forward && s + 1 < pp) ready = backward_end[s + 1][i];
+        if (ready == kNotYet) break;  // its input has not been computed yet
+        const double start = std::max(free_at[s], ready);
+        double end = 0;
+        if (forward) {
+          end = start + t.forward_s + t.tp_comm_s * tp_forward_share +
+                (s + 1 < pp ? p2p_to_next_[s] : 0);
+          if (i == 0 && params_ready[s] > 0) {
+            const int buckets = dp_by_layers_[s][layers[s]].buckets;
+            end = std::max(end, params_ready[s] + t.forward_s / buckets);
+          }
+          forward_end[s][i] = end;
+        } else {
+          if (i == m - 1) last_backward_start[s] = start;
+          end = start + t.backward_s + t.tp_comm_s * (1 - tp_forward_share) +
+                (s > 0 ? p2p_to_next_[s - 1] : 0);
+          backward_end[s][i] = end;
+        }
+        free_at[s] = end;
+        ++next[s];
+        progress = true;
+      }
+    }
+  }
+  for (int s = 0; s < pp; ++s) {
+    require(next[s] == order[s].size(), "1F1B schedule stalled at stage {}", s);  // a bug
+    StageTime& t = stages[s];
+    t.compute_s = m * (t.forward_s + t.backward_s);
+    t.comm_s = m * (t.tp_comm_s + t.p2p_s);
+    const double backward_done = backward_end[s][m - 1];
+    double end = backward_done;
+    if (p.dp > 1) {
+      const DpCost& dp = dp_by_layers_[s][layers[s]];
+      if (p.overlap_dp) {
+        // Buckets become ready as the last backward's compute walks down the layers; they are
+        // reduced one after another on one stream.
+        double stream = 0;
+        for (int k = 0; k < dp.buckets; ++k) {
+          const double ready = last_backward_start[s] + t.backward_s * (k + 1) / dp.buckets;
+          stream = std::max(stream, ready) + dp.reduce_scatter_s;
+        }
+        end = std::max(end, stream);
+      } else {
+        end += dp.buckets * (dp.reduce_scatter_s + dp.allgather_s);
+      }
+    }
+    t.end_s = end;
+    t.dp_exposed_s = end - backward_done;
+    t.bubble_s = std::max(0.0, end - t.compute_s - t.comm_s - t.dp_exposed_s);
+  }
+}
+
 StepPrediction StepModel::predict(const std::vector<int>& layers) const {
   const Placement& p = placement_;
   require(static_cast<int>(layers.size()) == p.pp, "{} layer counts for {} stages", layers.size(),
           p.pp);
   StepPrediction out;
-  double sum = 0, slowest = 0;
   for (int s = 0; s < p.pp; ++s) {
+    require(layers[s] >= 0 && layers[s] <= model_.layers, "stage {}: {} layers", s, layers[s]);
     out.stages.push_back(stage_time(s, layers[s]));
-    const double t = out.stages.back().per_microbatch_s();
-    sum += t;
-    if (t > slowest) {
-      slowest = t;
-      out.bottleneck_stage = s;
-    }
-    out.dp_exposed_s = std::max(out.dp_exposed_s, out.stages.back().dp_exposed_s);
   }
-  const int m = p.micro_batches;
-  out.pipeline_s = sum + (m - 1) * slowest;
-  out.bubble_s = out.pipeline_s - m * slowest;
-  out.step_s = out.pipeline_s + out.dp_exposed_s;
+  simulate(out.stages, layers);
+  for (int s = 0; s < p.pp; ++s) {
+    if (out.stages[s].end_s > out.stages[out.bottleneck_stage].end_s) out.bottleneck_stage = s;
+  }
   const StageTime& b = out.stages[out.bottleneck_stage];
-  out.compute_s = m * (b.forward_s + b.backward_s);
+  out.step_s = b.end_s;
+  out.compute_s = b.compute_s;
+  out.bubble_s = b.bubble_s;
   out.exposed_comm_s = out.step_s - out.compute_s - out.bubble_s;
+  out.dp_exposed_s = b.dp_exposed_s;
   out.samples_per_s = model_.global_batch / out.step_s;
   out.tokens_per_s = out.samples_per_s * model_.seq_len;
   const double gpus = static_cast<double>(p.tp) * p.pp * p.dp;

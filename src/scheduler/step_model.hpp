@@ -1,19 +1,21 @@
 // The step model: how long one training iteration takes under a placement. The planner uses it
-// to choose degrees and split layers, and to show the naive placement's time beside Holmes's;
-// holmes-sim reports it stage by stage. Collective times come from the runtime's own cost model
-// (src/collectives/tuning.hpp), fed with the topology's link classes.
+// to choose degrees and split layers, holmes-sim reports it stage by stage, and both show the
+// naive placement's time beside Holmes's. Collective times come from the runtime's own cost
+// model (src/collectives/tuning.hpp), fed with the topology's link classes.
 //
-// Assumptions (docs/planner.md says more):
+// It simulates the step rather than summing a formula (docs/planner.md has the details):
 //  - compute: Megatron's FLOPs per layer, split over tp, at the stage's slowest GPU's speed;
-//  - tensor parallel: 4 allreduces of b*s*h per layer per micro-batch (6 with recompute);
-//  - pipeline: 1F1B; every micro-batch crosses each stage boundary once each way (activations
-//    forward, their gradients backward, full duplex); the step's pipeline part is
-//    sum_s t_s + (m - 1) * max_s t_s, t_s being stage s's time per micro-batch;
+//  - tensor parallel: 2 allreduces of b*s*h per layer in the forward, 2 in the backward (and 2
+//    more when the backward recomputes the forward), inside the host;
+//  - pipeline: the 1F1B schedule event by event (warm-up forwards, one-forward-one-backward,
+//    cool-down backwards), each operation starting when its stage is free and its input has
+//    arrived; a send holds its stage until the transfer ends, as Megatron's blocking p2p does;
 //  - data parallel (distributed optimizer): gradients reduce-scattered and parameters
-//    all-gathered in the model's dtype over each stage's DP group; the reduce-scatter overlaps
-//    the last micro-batch's backward and the all-gather the next step's first forward, so only
-//    what sticks out of those windows adds to the step;
-//  - tp x dp groups of one host share its NICs evenly.
+//    all-gathered in buckets of 40M parameters over each stage's DP group. With overlap (Holmes,
+//    as Megatron-LLaMA) each gradient bucket starts as soon as the last micro-batch's backward
+//    has produced it and the parameter all-gather runs ahead of the next step's first forward;
+//    without it (the naive placement, as Megatron-LM) both follow the backward in full;
+//  - the tp x dp groups of one host share its NICs evenly.
 #pragma once
 
 #include <string>
@@ -27,15 +29,19 @@
 namespace holmes::scheduler {
 
 struct StageTime {
-  // Per micro-batch:
-  double forward_s = 0;
-  double backward_s = 0;
-  double tp_comm_s = 0;
-  double p2p_s = 0;  // stage boundaries on both sides
-  // Per step:
-  double dp_reduce_scatter_s = 0;
+  // Per micro-batch, the schedule's inputs:
+  double forward_s = 0;   // compute of the forward
+  double backward_s = 0;  // compute of the backward (recompute included)
+  double tp_comm_s = 0;   // tensor-parallel allreduces, forward and backward together
+  double p2p_s = 0;       // blocking sends to the neighbouring stages, both together
+  // Per step, what the schedule made of them:
+  double compute_s = 0;            // micro-batches x (forward + backward)
+  double comm_s = 0;               // micro-batches x (tp + p2p): communication on the critical path
+  double bubble_s = 0;             // waiting for other stages (and for parameters, with overlap)
+  double dp_reduce_scatter_s = 0;  // the whole stage's, bucket by bucket
   double dp_allgather_s = 0;
-  double dp_exposed_s = 0;  // the part of both that does not overlap compute
+  double dp_exposed_s = 0;  // how far the DP collectives push the stage's end past its backward
+  double end_s = 0;         // when the stage is done with the step
   double memory_gb = 0;     // per GPU: weights, gradients, optimizer shard, activations
 
   double per_microbatch_s() const { return forward_s + backward_s + tp_comm_s + p2p_s; }
@@ -43,16 +49,16 @@ struct StageTime {
 
 struct StepPrediction {
   std::vector<StageTime> stages;
-  int bottleneck_stage = 0;
-  double pipeline_s = 0;    // 1F1B part, bubble included
-  double bubble_s = 0;      // the bottleneck stage's idle time inside the pipeline part
-  double dp_exposed_s = 0;  // the slowest stage's exposed DP communication
+  int bottleneck_stage = 0;  // the stage that ends last
   double step_s = 0;
+  // The bottleneck stage's step, split: step_s = compute_s + bubble_s + exposed_comm_s.
+  double compute_s = 0;
+  double bubble_s = 0;
+  double exposed_comm_s = 0;  // tp + p2p on the critical path + exposed DP
+  double dp_exposed_s = 0;    // the bottleneck stage's exposed DP part of exposed_comm_s
   double tokens_per_s = 0;
   double samples_per_s = 0;
   double tflops_per_gpu = 0;  // Megatron's formula (recompute factor as in the model)
-  double compute_s = 0;       // the bottleneck stage's compute per step
-  double exposed_comm_s = 0;  // step - compute - bubble of the bottleneck stage
 };
 
 // Per-stage cost tables and the step-time formula, built once per placement so that the
@@ -74,15 +80,23 @@ class StepModel {
 
  private:
   StageTime stage_time(int stage, int layers) const;
+  // Runs the 1F1B schedule over the stages' per-micro-batch times; fills the per-step fields.
+  void simulate(std::vector<StageTime>& stages, const std::vector<int>& layers) const;
 
   const ModelSpec& model_;
   const Placement& placement_;
   std::vector<GpuModel> gpus_;        // per stage: its slowest GPU
   std::vector<double> p2p_seconds_;   // per stage, per micro-batch, both boundaries
   std::vector<double> tp_allreduce_;  // per stage: one TP allreduce of b*s*h
-  // Per stage, indexed by its layer count: DP reduce-scatter and all-gather seconds.
-  std::vector<std::vector<double>> dp_rs_by_layers_;
-  std::vector<std::vector<double>> dp_ag_by_layers_;
+  // Per stage, indexed by its layer count: DP buckets, and one bucket's reduce-scatter and
+  // all-gather seconds.
+  struct DpCost {
+    int buckets = 0;
+    double reduce_scatter_s = 0;
+    double allgather_s = 0;
+  };
+  std::vector<std::vector<DpCost>> dp_by_layers_;
+  std::vector<double> p2p_to_next_;  // per stage: one micro-batch's send to stage s + 1
 };
 
 }  // namespace holmes::scheduler

@@ -46,7 +46,12 @@ Topology make_topology(const std::vector<IslandSpec>& specs, bool interleave = f
     per_island.emplace_back();
     for (int i = 0; i < s.hosts; ++i) {
       Host h{fmt::format("{}-{}", s.name, i), s.name, gpus, "A100", {}};
-      for (int n = 0; n < s.nics; ++n) h.nics.push_back(Nic{fmt::format("nic{}", n), s.link});
+      for (int n = 0; n < s.nics; ++n) {
+        Nic nic;
+        nic.name = fmt::format("nic{}", n);
+        nic.link_class = s.link;
+        h.nics.push_back(nic);
+      }
       per_island.back().push_back(h);
     }
     t.islands[s.name] = island;
