@@ -5,7 +5,7 @@ BUILD      ?= build
 BUILD_TYPE ?= RelWithDebInfo
 CTEST_JOBS ?= 2
 
-.PHONY: all setup configure build test test-long demo install format clean
+.PHONY: all setup configure build test test-long demo sim-sweep install format clean
 
 all: build
 
@@ -29,6 +29,14 @@ test-long: build
 demo: build
 	@$(BUILD)/bin/holmes-run -n 4 -- $(BUILD)/bin/holmes-bench allreduce,allgather,broadcast \
 	  -b 1K -e 16M -f 4 --check
+
+# holmes-sim's bandwidth sweep on the paper's setup: table, CSV and plot in docs/sim/.
+sim-sweep: build
+	@mkdir -p docs/sim
+	@$(BUILD)/bin/holmes-sim -t examples/topologies/paper-gpt-7.5b.yaml -m gpt-7.5b --tp 1 --pp 2 \
+	  --sweep 400,200,100,50,25,10,5,2,1 --csv docs/sim/sweep-paper-gpt-7.5b.csv
+	@/usr/bin/python3 tools/holmes-sim/plot_sweep.py docs/sim/sweep-paper-gpt-7.5b.csv \
+	  docs/sim/sweep-paper-gpt-7.5b.png "GPT-7.5B on 4 IB + 4 RoCE nodes (paper-gpt-7.5b.yaml)"
 
 install: build
 	@cmake --install $(BUILD) --prefix $(or $(PREFIX),/usr/local)

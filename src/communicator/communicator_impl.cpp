@@ -11,6 +11,7 @@
 #include "collectives/algorithms.hpp"
 #include "collectives/staging.hpp"
 #include "communicator/runtime.hpp"
+#include "communicator/shaping.hpp"
 #include "communicator/wiring.hpp"
 #include "core/bytes.hpp"
 #include "core/dtype.hpp"
@@ -155,6 +156,7 @@ std::shared_ptr<CommunicatorImpl> CommunicatorImpl::create_world(const ResolvedC
       return mine;
     };
     router = wire(config.rank, config.world_size, options, locality, gather, deadline, &facts);
+    router->set_shaping(link_shapes(facts.localities, config.rank, config.topology));
   } catch (const Error& e) {
     failure = e;  // every rank finished the exchanges: leave together all the same
   }
@@ -261,6 +263,7 @@ std::shared_ptr<CommunicatorImpl> CommunicatorImpl::split(int color, int key) {
   auto router = wire(
       new_rank, static_cast<int>(members.size()), options, [&] { return mine; }, gather,
       Deadline::after(timeout_), &facts);
+  router->set_shaping(link_shapes(facts.localities, new_rank, topology_, &localities_));
 
   Params params;
   params.rank = new_rank;

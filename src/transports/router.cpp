@@ -1,5 +1,7 @@
 #include "transports/router.hpp"
 
+#include <algorithm>
+
 #include "core/status.hpp"
 
 namespace holmes {
@@ -17,6 +19,7 @@ Router::Router(int rank, std::vector<std::unique_ptr<Transport>> transports,
   }
   // When the control plane sees a peer go, fail that peer's traffic wherever it is carried.
   tcp->set_peer_failure_listener([this](int peer, hm_status_t status, const std::string& message) {
+    if (shaper_) shaper_->fail_peer(peer, status, message);
     const auto kind = routes_[static_cast<std::size_t>(peer)].kind;
     if (kind != TransportKind::kTcp) {
       transports_[static_cast<std::size_t>(kind)]->fail_peer(peer, status, message);
@@ -28,6 +31,8 @@ Router::Router(int rank, std::vector<std::unique_ptr<Transport>> transports,
 }
 
 Router::~Router() {
+  // The shaper first: it hands messages to the transports.
+  shaper_.reset();
   // Stop the data transports before the control plane, whose listener points at them.
   for (std::size_t k = transports_.size(); k-- > 0;) transports_[k].reset();
 }
@@ -53,8 +58,24 @@ Transport& Router::carrier(int peer) const {
   return *transports_[static_cast<std::size_t>(routes_[static_cast<std::size_t>(peer)].kind)];
 }
 
+void Router::set_shaping(std::vector<std::optional<LinkShape>> shapes) {
+  require(shapes.size() == routes_.size(), "shaping for {} peers, the router has {}", shapes.size(),
+          routes_.size());
+  shapes[static_cast<std::size_t>(rank_)].reset();
+  shaper_.reset();
+  if (std::none_of(shapes.begin(), shapes.end(), [](const auto& s) { return s.has_value(); })) {
+    return;
+  }
+  shaper_ = std::make_unique<LinkShaper>(
+      std::move(shapes),
+      [this](int peer, std::uint64_t tag, std::uint32_t signature, std::span<const std::byte> data) {
+        return carrier(peer).isend(peer, tag, signature, data);
+      });
+}
+
 CompletionPtr Router::isend(int peer, std::uint64_t tag, std::uint32_t signature,
                             std::span<const std::byte> data) {
+  if (shaper_ && shaper_->shape(peer) != nullptr) return shaper_->isend(peer, tag, signature, data);
   return carrier(peer).isend(peer, tag, signature, data);
 }
 
@@ -65,23 +86,34 @@ CompletionPtr Router::irecv(int peer, std::uint64_t tag, std::uint32_t signature
 
 void Router::shutdown(hm_status_t status, const std::string& why, bool wait) {
   // Data transports first: their goodbyes should reach peers before the control plane closes,
-  // or peers read the tcp close as a failure.
+  // or peers read the tcp close as a failure. The shaper before them: nothing it holds may reach
+  // a transport after that one's shutdown.
+  if (shaper_) shaper_->shutdown(status, why, wait);
   for (std::size_t k = transports_.size(); k-- > 0;) {
     if (transports_[k]) transports_[k]->shutdown(status, why, wait);
   }
 }
 
 std::chrono::microseconds Router::yield_before_sleep(int peer) const {
+  // A shaped send completes after its delay, on the shaper's thread: nothing to yield for.
+  if (shaper_ && shaper_->shape(peer) != nullptr) return std::chrono::microseconds(0);
   return peer >= 0 && peer < size() ? carrier(peer).yield_before_sleep(peer)
                                     : std::chrono::microseconds(0);
 }
 
 LinkProperties Router::link(int peer) const {
   if (peer < 0 || peer >= size() || peer == rank_) return {"self", "this rank", 0, 0};
-  return carrier(peer).link(peer);
+  LinkProperties link = carrier(peer).link(peer);
+  if (const LinkShape* shape = shaper_ ? shaper_->shape(peer) : nullptr) {
+    link.description += ", " + shape->describe();
+    link.bandwidth_gbytes = shape->bytes_per_s / 1e9;
+    link.latency_us = std::chrono::duration<double, std::micro>(shape->latency).count();
+  }
+  return link;
 }
 
 void Router::fail_peer(int peer, hm_status_t status, const std::string& message) {
+  if (shaper_) shaper_->fail_peer(peer, status, message);
   carrier(peer).fail_peer(peer, status, message);
 }
 

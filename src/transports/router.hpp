@@ -8,10 +8,12 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "transports/kinds.hpp"
+#include "transports/shaping/link_shaper.hpp"
 #include "transports/transport.hpp"
 
 namespace holmes {
@@ -41,12 +43,17 @@ class Router final : public Transport {
   const Route& route(int peer) const { return routes_.at(static_cast<std::size_t>(peer)); }
   int size() const { return static_cast<int>(routes_.size()); }
 
+  // Emulated links (transports/shaping): sends to each peer with a shape are held to its rate
+  // and latency, whatever transport carries them. Index = peer; call before any traffic.
+  void set_shaping(std::vector<std::optional<LinkShape>> shapes);
+
  private:
   Transport& carrier(int peer) const;
 
   int rank_;
   std::vector<std::unique_ptr<Transport>> transports_;
   std::vector<Route> routes_;
+  std::unique_ptr<LinkShaper> shaper_;  // only when some link is shaped
 };
 
 }  // namespace holmes

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# holmes-plan and holmes-topo as a user runs them: plans for the example topologies (table, JSON,
-# Graphviz), discovery of this machine, and clear errors for bad files and impossible requests.
+# holmes-plan, holmes-sim and holmes-topo as a user runs them: plans and simulations for the
+# example topologies (table, JSON, Graphviz, sweep, calibration), discovery of this machine, and
+# clear errors for bad files and impossible requests.
 # Usage: planner_tools_test.sh BIN_DIR SOURCE_DIR
 source "$(dirname "$0")/lib.sh"
 BIN=$1
@@ -60,4 +61,29 @@ fi
 $PY -c 'import json,sys; json.load(open(sys.argv[1]))' "$WORK/topo.json" || fail "holmes-topo --json"
 "$BIN/holmes-topo" --file "$TOPO/three-fabrics.yaml" --summary >"$WORK/topo-file"
 expect_contains "$WORK/topo-file" "eth"
+# holmes-sim: both placements stage by stage on the paper's setup, with the FLOP formula stated.
+"$BIN/holmes-sim" -t "$TOPO/paper-gpt-7.5b.yaml" -m gpt-7.5b --tp 1 --pp 2 >"$WORK/sim"
+expect_contains "$WORK/sim" "x4 for full recompute"
+expect_contains "$WORK/sim" "holmes placement: tp 1 x pp 2 x dp 32"
+expect_contains "$WORK/sim" "naive placement: tp 1 x pp 2 x dp 32"
+expect_contains "$WORK/sim" "TFLOPS/GPU"
+expect_contains "$WORK/sim" "holmes / naive:"
+"$BIN/holmes-sim" -t "$TOPO/paper-gpt-7.5b.yaml" -m gpt-7.5b --placement naive >"$WORK/sim"
+expect_not_contains "$WORK/sim" "holmes placement"
+# The 10,000-GPU cluster simulates (its time is in docs/simulator.md, measured, not asserted).
+"$BIN/holmes-sim" -t "$TOPO/large-10k.yaml" -m "$SRC/examples/models/gpt-175b.yaml" >"$WORK/sim"
+expect_contains "$WORK/sim" "10000 GPUs"
+# A sweep writes its CSV, one row per bandwidth.
+"$BIN/holmes-sim" -t "$TOPO/paper-gpt-7.5b.yaml" -m gpt-7.5b --tp 1 --pp 2 --sweep 100,10,1 \
+  --csv "$WORK/sweep.csv" >"$WORK/sweep"
+[ "$(wc -l <"$WORK/sweep.csv")" -eq 4 ] || fail "sweep CSV should hold a header and 3 rows"
+# Calibration: a class the topology lacks is named; a good file changes the prediction.
+printf '{"link_classes": {"eth-1": {"gbit_per_s": 1, "latency_us": 50}}}' >"$WORK/cal.json"
+if "$BIN/holmes-sim" -t "$TOPO/paper-gpt-7.5b.yaml" -m gpt-7.5b --calibration "$WORK/cal.json" \
+  >"$WORK/out" 2>&1; then fail "calibration of an unknown class accepted"; fi
+expect_contains "$WORK/out" "'eth-1'"
+printf '{"link_classes": {"eth-25": {"gbit_per_s": 1, "latency_us": 50}}}' >"$WORK/cal.json"
+"$BIN/holmes-sim" -t "$TOPO/paper-gpt-7.5b.yaml" -m gpt-7.5b --tp 1 --pp 2 \
+  --calibration "$WORK/cal.json" >"$WORK/sim"
+expect_contains "$WORK/sim" "calibrated eth-25: 25 -> 1 Gbit/s"
 echo "planner tools: ok"

@@ -28,6 +28,7 @@
 #include "communicator/runtime.hpp"
 #include "core/cuda/memory.hpp"
 #include "core/dtype.hpp"
+#include "scheduler/calibration.hpp"
 
 namespace {
 
@@ -332,6 +333,11 @@ int main(int argc, char** argv) {
   app.add_flag("-c,--check", check, "check every result exactly (#wrong column)");
   app.add_option("--csv", csv_path, "also write the rows as CSV");
   app.add_option("--json", json_path, "also write the rows as JSON");
+  std::string calibrate;
+  app.add_option("--calibrate", calibrate,
+                 "CLASS:FILE: fit latency and bandwidth to the sendrecv rows (run sendrecv between "
+                 "two ranks across the link) and write them as link class CLASS into FILE, for "
+                 "holmes-sim/holmes-plan --calibration");
   std::string algo_arg = "auto";
   app.add_option("--algo", algo_arg,
                  "force an algorithm (ring, rd, rhd, tree, chain, pairwise, hier) for the "
@@ -551,6 +557,24 @@ int main(int argc, char** argv) {
                            {"wrong", row.wrong[1]}}}});
         }
         std::ofstream(json_path) << out.dump(2) << "\n";
+      }
+      if (!calibrate.empty()) {
+        const auto colon = calibrate.find(':');
+        if (colon == std::string::npos || colon == 0 || colon + 1 == calibrate.size()) {
+          fmt::print(stderr, "holmes-bench: --calibrate wants CLASS:FILE, got '{}'\n", calibrate);
+          return 2;
+        }
+        std::vector<std::pair<double, double>> points;
+        for (const auto& row : rows) {
+          if (row.collective == "sendrecv")
+            points.push_back({double(row.size_bytes), row.time_us[0] / 1e6});
+        }
+        const auto fit = holmes::scheduler::fit_link(points);
+        holmes::scheduler::write_calibration(calibrate.substr(colon + 1),
+                                             calibrate.substr(0, colon), fit, n);
+        fmt::print("# calibrated link class {}: {:.3f} Gbit/s, {:.1f} us ({} points) -> {}\n",
+                   calibrate.substr(0, colon), fit.gbit_per_s, fit.latency_us, fit.points,
+                   calibrate.substr(colon + 1));
       }
     }
     return total_wrong == 0 ? 0 : 1;

@@ -7,6 +7,7 @@
 #include <iostream>
 
 #include "core/status.hpp"
+#include "scheduler/calibration.hpp"
 #include "scheduler/plan_report.hpp"
 #include "scheduler/planner.hpp"
 #include "topology/topology_file.hpp"
@@ -31,11 +32,15 @@ int main(int argc, char** argv) {
   app.add_option("--gpu-memory-gb", constraints.gpu_memory_gb,
                  "memory per GPU (default: the GPU model's)")
       ->check(CLI::NonNegativeNumber);
+  std::string calibration;
+  app.add_option("--calibration", calibration,
+                 "link classes measured by holmes-bench --calibrate (JSON)");
   app.add_flag("--json", json, "print the plan as JSON");
   app.add_flag("--dot", dot, "print a Graphviz picture of islands, hosts and stages");
   CLI11_PARSE(app, argc, argv);
   try {
-    const topology::Topology topo = topology::load_topology_file(topology_path);
+    topology::Topology topo = topology::load_topology_file(topology_path);
+    if (!calibration.empty()) scheduler::apply_calibration(topo, calibration);
     const scheduler::ModelSpec model = scheduler::load_model(model_spec);
     const scheduler::Plan plan = scheduler::make_plan(topo, model, constraints);
     if (json) {

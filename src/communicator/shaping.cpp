@@ -1,0 +1,96 @@
+#include "communicator/shaping.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+
+#include "core/env.hpp"
+#include "core/log.hpp"
+#include "core/status.hpp"
+#include "scheduler/job_topology.hpp"
+#include "topology/topology_file.hpp"
+
+namespace holmes::detail {
+namespace {
+
+int ranks_of_host(const std::vector<Locality>& localities, const std::string& host) {
+  return static_cast<int>(std::count_if(localities.begin(), localities.end(),
+                                        [&](const Locality& l) { return l.host == host; }));
+}
+
+}  // namespace
+
+ShapingMode shaping_mode_from_env() {
+  const auto value = env_string("HOLMES_SHAPING");
+  if (!value) return ShapingMode::kAuto;
+  if (*value == "1") return ShapingMode::kOn;
+  if (*value == "0") return ShapingMode::kOff;
+  fail(HM_ERR_INVALID_ARGUMENT,
+       "HOLMES_SHAPING must be 1 (shape links to other hosts) or 0 (never), got '{}'", *value);
+}
+
+std::vector<std::optional<LinkShape>> link_shapes(const std::vector<Locality>& localities, int rank,
+                                                  const topology::Topology* file, ShapingMode mode,
+                                                  int ranks_on_host) {
+  const auto size = localities.size();
+  require(rank >= 0 && static_cast<std::size_t>(rank) < size, "rank {} is outside [0, {})", rank,
+          size);
+  std::vector<std::optional<LinkShape>> shapes(size);
+  const bool scaled = file != nullptr && file->emulation_scale > 1;
+  if (mode == ShapingMode::kOff || (mode == ShapingMode::kAuto && !scaled)) return shapes;
+
+  const scheduler::JobTopology job = scheduler::job_topology(localities, file);
+  const topology::Topology& topo = job.topology;
+  const Locality& me = localities[static_cast<std::size_t>(rank)];
+  const topology::Host* my_host = topo.find_host(me.host);
+  if (my_host == nullptr) fail(HM_ERR_INTERNAL, "shaping: host '{}' is not in the job", me.host);
+  if (ranks_on_host <= 0) ranks_on_host = ranks_of_host(localities, me.host);
+  ranks_on_host = std::max(ranks_on_host, 1);
+  for (std::size_t peer = 0; peer < size; ++peer) {
+    if (localities[peer].host == me.host) continue;
+    const topology::Host* their_host = topo.find_host(localities[peer].host);
+    if (their_host == nullptr) continue;  // job_topology lists every rank's host
+    const topology::LinkClass& link = topo.link_between(*my_host, *their_host);
+    const double host_rate = topo.host_bandwidth(*my_host, link.name);
+    const long nics = std::lround(host_rate / link.bytes_per_s());
+    LinkShape shape;
+    shape.bytes_per_s = host_rate / topo.emulation_scale / ranks_on_host;
+    shape.latency = std::chrono::ceil<std::chrono::nanoseconds>(
+        std::chrono::duration<double, std::micro>(link.latency_us));
+    shape.origin = fmt::format("link class {}: {} Gbit/s x {} NIC{} / scale {} / {} rank{} of {}",
+                               link.name, link.gbit_per_s, nics, nics == 1 ? "" : "s",
+                               topo.emulation_scale, ranks_on_host, ranks_on_host == 1 ? "" : "s",
+                               me.host);
+    shapes[peer] = std::move(shape);
+  }
+  return shapes;
+}
+
+std::vector<std::optional<LinkShape>> link_shapes(const std::vector<Locality>& localities, int rank,
+                                                  const std::optional<std::string>& topology_file,
+                                                  const std::vector<Locality>* job) {
+  const ShapingMode mode = shaping_mode_from_env();
+  std::vector<std::optional<LinkShape>> shapes(localities.size());
+  if (mode == ShapingMode::kOff || (mode == ShapingMode::kAuto && !topology_file)) return shapes;
+  std::optional<topology::Topology> file;
+  if (topology_file) file = topology::load_topology_file(*topology_file);
+  int ranks_on_host = 0;
+  if (job != nullptr && static_cast<std::size_t>(rank) < localities.size()) {
+    const std::string& host = localities[static_cast<std::size_t>(rank)].host;
+    ranks_on_host = std::max(ranks_of_host(*job, host), ranks_of_host(localities, host));
+  }
+  shapes = link_shapes(localities, rank, file ? &*file : nullptr, mode, ranks_on_host);
+  // One log line per distinct shape: "ranks 2, 3: shaped to ...".
+  std::map<std::string, std::string> peers_by_shape;
+  for (std::size_t peer = 0; peer < shapes.size(); ++peer) {
+    if (!shapes[peer]) continue;
+    auto& peers = peers_by_shape[shapes[peer]->describe()];
+    peers += fmt::format("{}{}", peers.empty() ? "" : ", ", peer);
+  }
+  for (const auto& [shape, peers] : peers_by_shape) {
+    HM_LOG_INFO("rank {}: emulated links to ranks {}: {}", rank, peers, shape);
+  }
+  return shapes;
+}
+
+}  // namespace holmes::detail

@@ -1,0 +1,49 @@
+// Which links of a communicator are shaped, and to what: the topology's link classes, scaled
+// down, held by the router's LinkShaper (transports/shaping) so that ranks on one machine run
+// like the cluster a topology file describes (docs/topology.md, "Emulation: the shaping layer").
+//
+// Rules, for the link from this rank to each peer:
+//  - only links to peers on another host (by locality) are shaped: traffic inside a host is
+//    left as it is;
+//  - rate = the bandwidth of this host's NICs of the link class between the two hosts
+//    (Topology::link_between, Topology::host_bandwidth) / emulation_scale / the ranks of this
+//    host. The host's NICs are shared evenly by its ranks: each rank (a separate process, with
+//    its own shaper per communicator) holds its links to its share, and idle ranks lend nothing
+//    to busy ones, so a single rank sending alone gets its share, not the whole NIC;
+//  - latency = the link class's latency (not scaled);
+//  - the topology comes from the ranks' localities and the topology file, as the planner sees
+//    the job (scheduler::job_topology); without a file, its nominal link classes.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "topology/locality.hpp"
+#include "topology/topology.hpp"
+#include "transports/shaping/link_shaper.hpp"
+
+namespace holmes::detail {
+
+// HOLMES_SHAPING: unset or empty: kAuto (shaped when the job's topology file has
+// emulation_scale > 1); "1": kOn (shaped even at scale 1 or without a file); "0": kOff.
+enum class ShapingMode { kAuto, kOn, kOff };
+// Throws HM_ERR_INVALID_ARGUMENT naming the variable for any other value.
+ShapingMode shaping_mode_from_env();
+
+// The shape of the link from `rank` to each peer (index = peer; nullopt: not shaped). `file`
+// may be null. `ranks_on_host`: the ranks sharing this rank's host's NICs; 0 counts them in
+// `localities`.
+std::vector<std::optional<LinkShape>> link_shapes(const std::vector<Locality>& localities, int rank,
+                                                  const topology::Topology* file, ShapingMode mode,
+                                                  int ranks_on_host = 0);
+
+// As above for a communicator: the file loaded from `topology_file` (when shaping may apply),
+// the mode from HOLMES_SHAPING. `job` (when given: the parent communicator's localities) counts
+// the ranks sharing this host's NICs, which a split's members alone would undercount. Logs the
+// shaped links at info level.
+std::vector<std::optional<LinkShape>> link_shapes(const std::vector<Locality>& localities, int rank,
+                                                  const std::optional<std::string>& topology_file,
+                                                  const std::vector<Locality>* job = nullptr);
+
+}  // namespace holmes::detail
