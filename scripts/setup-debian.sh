@@ -21,6 +21,8 @@ PACKAGES=(
   libgtest-dev libgmock-dev libbenchmark-dev
   openmpi-bin         # mpirun: the launcher tests start ranks with it
   libgloo-dev libopenmpi-dev iperf3  # peers and loopback capacity of bench/compare-local.sh
+  # the Python bindings' tests, and plots of the benchmark and simulator scripts
+  python3 python3-numpy python3-pytest python3-matplotlib
 )
 
 missing=()

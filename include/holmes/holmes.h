@@ -265,7 +265,7 @@ HM_API hm_status_t hm_request_free(hm_request_t request);
 typedef struct hm_plan* hm_plan_t;
 
 /* The model to plan for. Start from HM_MODEL_INITIALIZER; name a preset ("gpt-3.6b",
- * "gpt-7.5b", "gpt-39.1b", "tiny") or a model file (YAML), then override any field: fields left
+ * "gpt-7.5b", "gpt-39.1b", "tiny", "mlp") or a model file (YAML), then override any field: fields left
  * at 0 (or -1 for recompute) keep the preset's or file's value. tp and pp left at 0 let the
  * planner choose; gpu_memory_gb at 0 takes the GPU model's. */
 typedef struct hm_model {
@@ -284,10 +284,12 @@ typedef struct hm_model {
   int tp;
   int pp;
   double gpu_memory_gb;
+  const char* architecture; /* "gpt" (transformer layers) or "mlp" (dense layers); NULL: preset's */
+  double device_tflops;     /* 0: each GPU model's speed; else a measured speed for every device */
 } hm_model_t;
 
 #define HM_MODEL_INITIALIZER \
-  { sizeof(hm_model_t), NULL, NULL, 0, 0, 0, 0, 0, 0, 0, 0, -1, 0, 0, 0.0 }
+  { sizeof(hm_model_t), NULL, NULL, 0, 0, 0, 0, 0, 0, 0, 0, -1, 0, 0, 0.0, NULL, 0.0 }
 
 /* The kinds of group a plan forms. */
 typedef enum hm_group {
@@ -320,6 +322,12 @@ HM_API hm_status_t hm_plan_comm_create(hm_plan_t plan, hm_group_t group, hm_comm
  * capacity bytes including the terminating NUL; *length (may be NULL) receives the size needed
  * including the NUL. buffer may be NULL with capacity 0 to ask for the size. */
 HM_API hm_status_t hm_plan_get_json(hm_plan_t plan, char* buffer, size_t capacity, size_t* length);
+/* Which placement hm_plan_get_rank and hm_plan_comm_create describe: Holmes's (the default) or
+ * the naive one the plan compares against (Megatron-LM's rank order and even layer split), so a
+ * trainer can run both on the same machines. Every rank must select the same one. */
+typedef enum hm_placement { HM_PLACEMENT_HOLMES = 0, HM_PLACEMENT_NAIVE = 1 } hm_placement_t;
+HM_API hm_status_t hm_plan_select_placement(hm_plan_t plan, hm_placement_t placement);
+
 /* The predicted step time of the plan and of the naive placement, in seconds (either may be
  * NULL). */
 HM_API hm_status_t hm_plan_get_prediction(hm_plan_t plan, double* step_seconds,

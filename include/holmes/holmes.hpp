@@ -210,11 +210,13 @@ class HM_API Communicator {
 struct ModelDescription {
   std::string preset;  // "gpt-7.5b", ... (see hm_model_t)
   std::string file;    // a model file (YAML); used when preset is empty
+  std::string architecture;  // "gpt" or "mlp"; empty: the preset's or file's
   int layers = 0, hidden = 0, heads = 0, seq_len = 0, vocab = 0;
   int micro_batch = 0, global_batch = 0, dtype_bytes = 0;
   std::optional<bool> recompute;
   int tp = 0, pp = 0;  // 0: the planner chooses
   double gpu_memory_gb = 0;
+  double device_tflops = 0;  // 0: the GPU models' speed; else a measured one
 };
 
 // Where the calling rank sits in a plan (hm_plan_rank_t).
@@ -230,6 +232,8 @@ class HM_API Plan {
   // Collective over world; world must outlive the plan's use of communicator().
   static Plan create(const Communicator& world, const ModelDescription& model);
   bool valid() const { return impl_ != nullptr; }
+  // Which placement rank() and communicator() describe (default: HM_PLACEMENT_HOLMES).
+  void select(hm_placement_t placement);
   PlanRank rank() const;
   // Collective over the world: the caller's group of that kind.
   Communicator communicator(hm_group_t group) const;

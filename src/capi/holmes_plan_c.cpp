@@ -42,6 +42,16 @@ holmes::ModelDescription model_from_c(const hm_model_t* m) {
   holmes::require(m->gpu_memory_gb >= 0, "model gpu_memory_gb ({}) must not be negative",
                   m->gpu_memory_gb);
   d.gpu_memory_gb = m->gpu_memory_gb;
+  // Fields added after the first release are read only when the caller's struct has them.
+  if (m->size >= offsetof(hm_model_t, architecture) + sizeof(m->architecture) &&
+      m->architecture != nullptr) {
+    d.architecture = m->architecture;
+  }
+  if (m->size >= offsetof(hm_model_t, device_tflops) + sizeof(m->device_tflops)) {
+    holmes::require(m->device_tflops >= 0, "model device_tflops ({}) must not be negative",
+                    m->device_tflops);
+    d.device_tflops = m->device_tflops;
+  }
   return d;
 }
 
@@ -107,6 +117,10 @@ hm_status_t hm_plan_get_json(hm_plan_t plan, char* buffer, size_t capacity, size
                     json.size() + 1);
     std::memcpy(buffer, json.c_str(), json.size() + 1);
   });
+}
+
+hm_status_t hm_plan_select_placement(hm_plan_t plan, hm_placement_t placement) {
+  return guarded("hm_plan_select_placement", [&] { plan_of(plan).select(placement); });
 }
 
 hm_status_t hm_plan_get_prediction(hm_plan_t plan, double* step_seconds,

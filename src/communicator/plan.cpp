@@ -22,6 +22,9 @@ class PlanImpl {
   scheduler::JobTopology job;
   scheduler::Plan plan;
   std::string json;
+  bool naive = false;  // hm_plan_select_placement
+
+  const scheduler::Placement& selected() const { return naive ? plan.naive : plan.holmes; }
 };
 
 }  // namespace detail
@@ -50,6 +53,7 @@ scheduler::ModelSpec model_from(const ModelDescription& d) {
     if (value > 0) *field = value;
   }
   if (d.recompute) m.recompute = *d.recompute;
+  if (!d.architecture.empty()) m.architecture = d.architecture;
   m.validate();
   return m;
 }
@@ -83,6 +87,7 @@ Plan Plan::create(const Communicator& world, const ModelDescription& description
     constraints.tp = description.tp;
     constraints.pp = description.pp;
     constraints.gpu_memory_gb = description.gpu_memory_gb;
+    constraints.device_tflops = description.device_tflops;
     impl->plan = scheduler::make_plan(impl->job.topology, impl->job.layout, model, constraints);
     for (const std::string& note : impl->job.notes) impl->plan.notes.push_back(note);
     impl->json = scheduler::plan_to_json(impl->plan, impl->job.topology).dump();
@@ -118,9 +123,17 @@ Plan Plan::create(const Communicator& world, const ModelDescription& description
   return plan;
 }
 
+void Plan::select(hm_placement_t placement) {
+  require(impl_ != nullptr, "the Plan is empty");
+  require(placement == HM_PLACEMENT_HOLMES || placement == HM_PLACEMENT_NAIVE,
+          "placement is {}: expected HM_PLACEMENT_HOLMES or HM_PLACEMENT_NAIVE",
+          static_cast<int>(placement));
+  impl_->naive = placement == HM_PLACEMENT_NAIVE;
+}
+
 PlanRank Plan::rank() const {
   require(impl_ != nullptr, "the Plan is empty");
-  const auto& p = impl_->plan.holmes;
+  const auto& p = impl_->selected();
   const auto& role = p.roles.at(static_cast<std::size_t>(impl_->world->rank()));
   const auto& stage = p.stages.at(static_cast<std::size_t>(role.stage));
   return PlanRank{role.stage, p.pp, stage.first_layer, stage.layers, role.tp, p.tp,
@@ -129,7 +142,7 @@ PlanRank Plan::rank() const {
 
 Communicator Plan::communicator(hm_group_t group) const {
   require(impl_ != nullptr, "the Plan is empty");
-  const auto& p = impl_->plan.holmes;
+  const auto& p = impl_->selected();
   const auto& role = p.roles.at(static_cast<std::size_t>(impl_->world->rank()));
   int color = 0, key = 0;
   switch (group) {

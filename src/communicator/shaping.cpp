@@ -46,6 +46,10 @@ std::vector<std::optional<LinkShape>> link_shapes(const std::vector<Locality>& l
   if (my_host == nullptr) fail(HM_ERR_INTERNAL, "shaping: host '{}' is not in the job", me.host);
   if (ranks_on_host <= 0) ranks_on_host = ranks_of_host(localities, me.host);
   ranks_on_host = std::max(ranks_on_host, 1);
+  std::map<std::string, int> buckets;  // link class -> its bucket: one per class of NICs
+  // The job topology gives link classes at the emulated rates (the file's / its scale) and a
+  // scale of 1; a scale left in it would still be applied here. Logs name the file's numbers.
+  const double file_scale = file != nullptr ? file->emulation_scale : 1.0;
   for (std::size_t peer = 0; peer < size; ++peer) {
     if (localities[peer].host == me.host) continue;
     const topology::Host* their_host = topo.find_host(localities[peer].host);
@@ -57,10 +61,15 @@ std::vector<std::optional<LinkShape>> link_shapes(const std::vector<Locality>& l
     shape.bytes_per_s = host_rate / topo.emulation_scale / ranks_on_host;
     shape.latency = std::chrono::ceil<std::chrono::nanoseconds>(
         std::chrono::duration<double, std::micro>(link.latency_us));
+    double file_gbit = link.gbit_per_s;
+    if (file != nullptr) {
+      const auto declared = file->link_classes.find(link.name);
+      if (declared != file->link_classes.end()) file_gbit = declared->second.gbit_per_s;
+    }
     shape.origin = fmt::format("link class {}: {} Gbit/s x {} NIC{} / scale {} / {} rank{} of {}",
-                               link.name, link.gbit_per_s, nics, nics == 1 ? "" : "s",
-                               topo.emulation_scale, ranks_on_host, ranks_on_host == 1 ? "" : "s",
-                               me.host);
+                               link.name, file_gbit, nics, nics == 1 ? "" : "s", file_scale,
+                               ranks_on_host, ranks_on_host == 1 ? "" : "s", me.host);
+    shape.bucket = buckets.emplace(link.name, static_cast<int>(buckets.size())).first->second;
     shapes[peer] = std::move(shape);
   }
   return shapes;

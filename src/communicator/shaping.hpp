@@ -7,9 +7,14 @@
 //    left as it is;
 //  - rate = the bandwidth of this host's NICs of the link class between the two hosts
 //    (Topology::link_between, Topology::host_bandwidth) / emulation_scale / the ranks of this
-//    host. The host's NICs are shared evenly by its ranks: each rank (a separate process, with
-//    its own shaper per communicator) holds its links to its share, and idle ranks lend nothing
-//    to busy ones, so a single rank sending alone gets its share, not the whole NIC;
+//    host, for all of this rank's links of that class together (one token bucket per link
+//    class: sending to several peers at once splits the rate, as it would split a NIC);
+//  - simplifications: the host's NICs are shared evenly by its ranks: each rank (a separate
+//    process, with its own shaper per communicator) holds its traffic to its share, and idle
+//    ranks lend nothing to busy ones, so a rank sending alone gets its share, not the whole NIC;
+//    two communicators of one rank shape independently (their sum may exceed the share); only
+//    sends are held, so a rank receiving from many senders at once may receive faster than its
+//    NIC could;
 //  - latency = the link class's latency (not scaled);
 //  - the topology comes from the ranks' localities and the topology file, as the planner sees
 //    the job (scheduler::job_topology); without a file, its nominal link classes.

@@ -162,87 +162,109 @@ std::unique_ptr<Router> wire(int rank, int size, const TransportOptions& options
   }
   second["settings"] = settings;
   const auto replies = gather(second.dump());
-  if (local_error) throw *local_error;
 
-  // 4. Every link agreed on by both ends, and where each peer listens on its route.
-  std::vector<std::vector<std::string>> addresses(std::size(kAllTransportKinds),
-                                                  std::vector<std::string>(n));
-  for (std::size_t p = 0; p < n; ++p) {
-    nlohmann::json reply;
+  // 4-5 may fail on one rank only (a connection refused, a timeout): that error, like one from
+  // before the exchanges, is carried through the last exchange so that every rank leaves at once,
+  // naming the one that failed.
+  std::unique_ptr<Router> router;
+  std::optional<Error> late_error = local_error;
+  if (!late_error) {
     try {
-      reply = nlohmann::json::parse(replies.at(p));
-    } catch (const std::exception& e) {
-      fail(HM_ERR_TRANSPORT, "rank {} sent a malformed route reply: {}", p, e.what());
-    }
-    if (p != me) {
-      if (route_errors[p]) throw *route_errors[p];
-      if (reply.contains("error")) {
-        fail(HM_ERR_PEER_FAILED, "rank {} could not start its transports: {}", p,
-             reply["error"].get<std::string>());
-      }
-      const std::string theirs = reply.value("row", "");
-      const char their_choice = theirs.size() == n ? theirs[me] : kNoRoute;
-      if (their_choice != row[p]) {
-        const auto name = [](char c) {
-          return c >= '0' && c <= route_char(TransportKind::kVerbs)
-                     ? std::string(transport_name(static_cast<TransportKind>(c - '0')))
-                     : std::string("no transport");
-        };
-        fail(HM_ERR_MISMATCH,
-             "rank {} chose {} for the link to this rank (rank {}), this rank chose {}: the "
-             "ranks disagree about the link between them",
-             p, name(their_choice), rank, name(row[p]));
-      }
-    }
-    if (facts != nullptr) {
-      const std::string their_tiers = reply.value("tiers", "--");
-      if (their_tiers.size() == 2) {
-        facts->host_tier_tcp |= their_tiers[0] == 't';
-        facts->island_tier_tcp |= their_tiers[1] == 't';
-        facts->island_tier_rdma |= their_tiers[1] == 'f';
-      }
-    }
-    if (p != me) {
-      const auto theirs = reply.value("settings", nlohmann::json::object());
-      for (const char* variable : kAgreedVariables) {
-        const std::string mine = settings.value(variable, "");
-        const std::string their_value = theirs.value(variable, "");
-        if (mine != their_value) {
-          fail(HM_ERR_MISMATCH,
-               "rank {} runs with {}='{}', this rank (rank {}) with '{}': every rank must use the "
-               "same value (it steers which algorithm each collective runs)",
-               p, variable, their_value, rank, mine);
+      // 4. Every link agreed on by both ends, and where each peer listens on its route.
+      std::vector<std::vector<std::string>> addresses(std::size(kAllTransportKinds),
+                                                      std::vector<std::string>(n));
+      for (std::size_t p = 0; p < n; ++p) {
+        nlohmann::json reply;
+        try {
+          reply = nlohmann::json::parse(replies.at(p));
+        } catch (const std::exception& e) {
+          fail(HM_ERR_TRANSPORT, "rank {} sent a malformed route reply: {}", p, e.what());
+        }
+        if (p != me) {
+          if (route_errors[p]) throw *route_errors[p];
+          if (reply.contains("error")) {
+            fail(HM_ERR_PEER_FAILED, "rank {} could not start its transports: {}", p,
+                 reply["error"].get<std::string>());
+          }
+          const std::string theirs = reply.value("row", "");
+          const char their_choice = theirs.size() == n ? theirs[me] : kNoRoute;
+          if (their_choice != row[p]) {
+            const auto name = [](char c) {
+              return c >= '0' && c <= route_char(TransportKind::kVerbs)
+                         ? std::string(transport_name(static_cast<TransportKind>(c - '0')))
+                         : std::string("no transport");
+            };
+            fail(HM_ERR_MISMATCH,
+                 "rank {} chose {} for the link to this rank (rank {}), this rank chose {}: the "
+                 "ranks disagree about the link between them",
+                 p, name(their_choice), rank, name(row[p]));
+          }
+        }
+        if (facts != nullptr) {
+          const std::string their_tiers = reply.value("tiers", "--");
+          if (their_tiers.size() == 2) {
+            facts->host_tier_tcp |= their_tiers[0] == 't';
+            facts->island_tier_tcp |= their_tiers[1] == 't';
+            facts->island_tier_rdma |= their_tiers[1] == 'f';
+          }
+        }
+        if (p != me) {
+          const auto theirs = reply.value("settings", nlohmann::json::object());
+          for (const char* variable : kAgreedVariables) {
+            const std::string mine = settings.value(variable, "");
+            const std::string their_value = theirs.value(variable, "");
+            if (mine != their_value) {
+              fail(HM_ERR_MISMATCH,
+                   "rank {} runs with {}='{}', this rank (rank {}) with '{}': every rank must use "
+                   "the "
+                   "same value (it steers which algorithm each collective runs)",
+                   p, variable, their_value, rank, mine);
+            }
+          }
+        }
+        const auto& published = reply.value("addresses", nlohmann::json::object());
+        for (auto kind : kAllTransportKinds) {
+          const auto k = static_cast<std::size_t>(kind);
+          const bool needed = kind == TransportKind::kTcp || (p != me && routes[p].kind == kind) ||
+                              (p == me && transports[k]);
+          if (!needed) continue;
+          const auto it = published.find(transport_name(kind));
+          if (it == published.end() || !it->is_string()) {
+            fail(HM_ERR_TRANSPORT, "rank {} published no {} address", p, transport_name(kind));
+          }
+          addresses[k][p] = it->get<std::string>();
         }
       }
-    }
-    const auto& published = reply.value("addresses", nlohmann::json::object());
-    for (auto kind : kAllTransportKinds) {
-      const auto k = static_cast<std::size_t>(kind);
-      const bool needed = kind == TransportKind::kTcp || (p != me && routes[p].kind == kind) ||
-                          (p == me && transports[k]);
-      if (!needed) continue;
-      const auto it = published.find(transport_name(kind));
-      if (it == published.end() || !it->is_string()) {
-        fail(HM_ERR_TRANSPORT, "rank {} published no {} address", p, transport_name(kind));
+      routes[me] = {TransportKind::kTcp, "this rank"};
+      if (facts != nullptr) {
+        facts->localities.clear();
+        for (std::size_t p = 0; p < n; ++p) {
+          facts->localities.push_back(p == me ? card.locality : cards[p]->locality);
+        }
       }
-      addresses[k][p] = it->get<std::string>();
+      HM_LOG_INFO("{}", describe(routes, rank, card.locality));
+      router = std::make_unique<Router>(rank, std::move(transports), routes, addresses);
+      if (size <= kEagerConnectMaxRanks) {
+        const auto connected = router->connect_all();
+        if (!connected->wait_until(deadline)) {
+          fail(HM_ERR_TIMEOUT, "could not connect to every rank in time");
+        }
+        if (connected->status() != HM_SUCCESS)
+          throw Error(connected->status(), connected->message());
+      }
+    } catch (const Error& e) {
+      late_error = e;
     }
   }
-  routes[me] = {TransportKind::kTcp, "this rank"};
-  if (facts != nullptr) {
-    facts->localities.clear();
-    for (std::size_t p = 0; p < n; ++p) {
-      facts->localities.push_back(p == me ? card.locality : cards[p]->locality);
+  // 6. Nobody returns before everyone is connected: a rank that destroyed the new communicator
+  // at once would otherwise close endpoints that slower ranks are still connecting to.
+  const auto ready = gather(late_error ? std::string("failed ") + late_error->what() : "ready");
+  if (late_error) throw *late_error;
+  for (std::size_t p = 0; p < n; ++p) {
+    if (ready[p] != "ready") {
+      fail(HM_ERR_PEER_FAILED, "rank {} could not finish connecting: {}", p,
+           ready[p].size() > 7 ? ready[p].substr(7) : ready[p]);
     }
-  }
-  HM_LOG_INFO("{}", describe(routes, rank, card.locality));
-  auto router = std::make_unique<Router>(rank, std::move(transports), routes, addresses);
-  if (size <= kEagerConnectMaxRanks) {
-    const auto connected = router->connect_all();
-    if (!connected->wait_until(deadline)) {
-      fail(HM_ERR_TIMEOUT, "could not connect to every rank in time");
-    }
-    if (connected->status() != HM_SUCCESS) throw Error(connected->status(), connected->message());
   }
   return router;
 }

@@ -5,7 +5,9 @@
 //  3. each rank chooses the route to every peer (choose_route), and the ranks exchange their
 //     choices: a rank whose choice for a link differs from its peer's fails with
 //     HM_ERR_MISMATCH naming the peer, on both sides, after the exchange (never a hang);
-//  4. a Router over the transports in use connects every pair (small communicators).
+//  4. a Router over the transports in use connects every pair (small communicators);
+//  5. a last exchange: no rank returns before every rank is connected (or every rank fails,
+//     naming the one that could not connect).
 // One log line at info level says which transport serves which peers, and why.
 #pragma once
 
@@ -28,7 +30,7 @@ using GatherStrings = std::function<std::vector<std::string>(const std::string& 
 
 // The number of GatherStrings calls wire() makes, always (ranks that stay out of the new
 // communicator but share the exchange medium make the same number of empty calls).
-constexpr int kWiringExchanges = 2;
+constexpr int kWiringExchanges = 3;
 
 // What every rank of the new communicator knows alike after wiring, for the cost model (which
 // must make the same choice on every rank).

@@ -51,10 +51,18 @@ JobTopology job_topology(const std::vector<Locality>& ranks, const topology::Top
   JobTopology out;
   topology::Topology& topo = out.topology;
   if (file) {
+    // A file with an emulation scale describes a cluster this job emulates at 1/scale of its
+    // rates (the shaping layer holds every link to that): predict for the rates it will see.
     topo.link_classes = file->link_classes;
+    for (auto& [name, link] : topo.link_classes) link.gbit_per_s /= file->emulation_scale;
+    if (file->emulation_scale > 1) {
+      out.notes.push_back(
+          fmt::format("emulation: every link at 1/{} of the file's rate", file->emulation_scale));
+    }
     topo.intra_host_link = file->intra_host_link;
     topo.inter_island_link = file->inter_island_link;
-    topo.emulation_scale = file->emulation_scale;
+    // The rates above are already the emulated ones.
+    topo.emulation_scale = 1;
   }
   if (topo.intra_host_link.empty())
     topo.intra_host_link = link_for(topo, Fabric::kNvlink, out.notes);

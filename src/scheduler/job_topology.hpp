@@ -2,7 +2,9 @@
 // (in order of each host's first rank), as many GPUs as it runs ranks, islands as the ranks'
 // localities say (which already reflect HOLMES_TOPOLOGY, discovery and HOLMES_HOST/ISLAND/
 // FABRIC). Link classes, GPU models and NICs come from the topology file when there is one (its
-// hosts matched by name); otherwise from nominal defaults per fabric, stated in the notes.
+// hosts matched by name); otherwise from nominal defaults per fabric, stated in the notes. A file
+// with an emulation scale gives link classes at 1/scale of its rates (what the emulating job's
+// links carry) and the job topology's own emulation_scale is then 1.
 #pragma once
 
 #include <string>

@@ -15,10 +15,12 @@ namespace {
 // local demo can train on two CPU cores.
 std::vector<ModelSpec> presets() {
   return {
-      {"gpt-3.6b", 30, 3072, 32, 2048, 51200, 4, 512, 2, true},
-      {"gpt-7.5b", 36, 4096, 32, 2048, 51200, 4, 2048, 2, true},
-      {"gpt-39.1b", 48, 8192, 64, 2048, 51200, 4, 1536, 2, true},
-      {"tiny", 8, 256, 4, 128, 1024, 4, 64, 4, false},
+      {"gpt-3.6b", "gpt", 30, 3072, 32, 2048, 51200, 4, 512, 2, true},
+      {"gpt-7.5b", "gpt", 36, 4096, 32, 2048, 51200, 4, 2048, 2, true},
+      {"gpt-39.1b", "gpt", 48, 8192, 64, 2048, 51200, 4, 1536, 2, true},
+      {"tiny", "gpt", 8, 256, 4, 128, 1024, 4, 64, 4, false},
+      // The example trainer's model (examples/trainer): dense float32 layers, no recompute.
+      {"mlp", "mlp", 8, 128, 1, 1, 1, 16, 256, 4, false},
   };
 }
 
@@ -41,22 +43,28 @@ T scalar(std::string_view source, const YAML::Node& node, const std::string& key
 
 }  // namespace
 
+bool ModelSpec::mlp() const { return architecture == "mlp"; }
+
 double ModelSpec::params_per_layer() const {
   const double h = hidden;
-  return 12 * h * h + 13 * h;
+  return mlp() ? h * h + h : 12 * h * h + 13 * h;
 }
 
 double ModelSpec::embedding_params() const {
+  if (mlp()) return 0;
   return static_cast<double>(vocab) * hidden + static_cast<double>(seq_len) * hidden;
 }
 
 double ModelSpec::layer_flops_per_microbatch() const {
   const double h = hidden, s = seq_len, b = micro_batch;
   const double k = recompute ? 4 : 3;  // forward-equivalents per layer
+  // A dense layer's forward is 2 b h^2 FLOPs, its backward twice that.
+  if (mlp()) return 2 * k * b * s * h * h;
   return 24 * k * b * s * h * h * (1 + s / (6 * h));
 }
 
 double ModelSpec::logits_flops_per_microbatch() const {
+  if (mlp()) return 0;
   return 6.0 * micro_batch * seq_len * static_cast<double>(hidden) * vocab;
 }
 
@@ -66,6 +74,8 @@ double ModelSpec::flops_per_step() const {
 }
 
 void ModelSpec::validate() const {
+  require(architecture == "gpt" || architecture == "mlp",
+          "model '{}': architecture must be gpt or mlp, got '{}'", name, architecture);
   require(layers > 0, "model '{}': layers must be positive, got {}", name, layers);
   require(hidden > 0, "model '{}': hidden must be positive, got {}", name, hidden);
   require(heads > 0 && hidden % heads == 0,
@@ -123,8 +133,8 @@ ModelSpec parse_model_yaml(std::string_view text, std::string_view source) {
   for (const auto& entry : root) {
     const std::string key = entry.first.as<std::string>();
     if (key == "preset") continue;
-    if (key == "name") {
-      model.name = entry.second.as<std::string>();
+    if (key == "name" || key == "architecture") {
+      (key == "name" ? model.name : model.architecture) = entry.second.as<std::string>();
       continue;
     }
     if (key == "recompute") {
@@ -138,11 +148,11 @@ ModelSpec parse_model_yaml(std::string_view text, std::string_view source) {
       known = true;
     }
     if (!known) {
-      fail_at(
-          source, entry.first.Mark(),
-          fmt::format("unknown key '{}' (expected preset, name, layers, hidden, heads, seq_len, "
-                      "vocab, micro_batch, global_batch, dtype_bytes, recompute)",
-                      key));
+      fail_at(source, entry.first.Mark(),
+              fmt::format("unknown key '{}' (expected preset, name, architecture, layers, hidden, "
+                          "heads, seq_len, "
+                          "vocab, micro_batch, global_batch, dtype_bytes, recompute)",
+                          key));
     }
   }
   if (model.name.empty()) model.name = std::string(source);

@@ -12,6 +12,9 @@ namespace holmes::scheduler {
 
 struct ModelSpec {
   std::string name;
+  // "gpt": transformer layers (attention + MLP, Megatron's FLOPs); "mlp": plain dense layers of
+  // hidden x hidden (y = f(W x + b)), as the example trainer runs; seq_len is then 1.
+  std::string architecture = "gpt";
   int layers = 0;
   int hidden = 0;
   int heads = 0;
@@ -24,6 +27,7 @@ struct ModelSpec {
   // forward, 4 forward-equivalents per layer instead of 3.
   bool recompute = true;
 
+  bool mlp() const;
   // Parameters of one transformer layer (attention 4h^2 + MLP 8h^2 + biases and norms).
   double params_per_layer() const;
   // Parameters of the embedding (vocab x hidden, plus positions).
@@ -57,6 +61,9 @@ struct PlanConstraints {
   int tp = 0;
   int pp = 0;
   double gpu_memory_gb = 0;  // 0: the GPU preset's memory
+  // 0: each GPU model's preset speed; else what every device was measured to reach on this
+  // model's layers (TFLOPS), e.g. by the trainer before planning.
+  double device_tflops = 0;
   std::string schedule = "1f1b";
 };
 

@@ -1,5 +1,6 @@
 #include "scheduler/planner.hpp"
 
+#include <cmath>
 #include <limits>
 #include <optional>
 
@@ -78,6 +79,9 @@ Plan make_plan(const Topology& topo, const JobLayout& layout, const ModelSpec& m
   topo.validate();
   require(constraints.schedule == "1f1b", "pipeline schedule '{}' is not supported (only 1f1b)",
           constraints.schedule);
+  require(constraints.device_tflops >= 0 && std::isfinite(constraints.device_tflops),
+          "device speed must be a non-negative number of TFLOPS, got {}",
+          constraints.device_tflops);
   require(constraints.tp >= 0 && constraints.pp >= 0, "tp ({}) and pp ({}) must not be negative",
           constraints.tp, constraints.pp);
   const int gpus = layout.size();
@@ -116,7 +120,7 @@ Plan make_plan(const Topology& topo, const JobLayout& layout, const ModelSpec& m
       }
       feasible_shapes.push_back(shape);
       Candidate c{holmes_placement(topo, layout, model, tp, pp), {}};
-      const StepModel step_model(topo, layout, model, c.placement);
+      const StepModel step_model(topo, layout, model, c.placement, constraints.device_tflops);
       const std::vector<int> layers = partition_layers(step_model, pp);
       for (int s = 0; s < pp; ++s) c.placement.stages[s].layers = layers[s];
       finish_placement(topo, layout, c.placement);
@@ -152,7 +156,7 @@ Plan make_plan(const Topology& topo, const JobLayout& layout, const ModelSpec& m
   for (const std::string& why : rejected) plan.notes.push_back("rejected " + why);
 
   plan.naive = naive_placement(topo, layout, model, plan.holmes.tp, plan.holmes.pp);
-  const StepModel naive_model(topo, layout, model, plan.naive);
+  const StepModel naive_model(topo, layout, model, plan.naive, constraints.device_tflops);
   plan.naive_step = naive_model.predict();
   return plan;
 }

@@ -30,7 +30,7 @@ LinkCost link_cost(const topology::LinkClass& link, double bytes_per_s) {
 }  // namespace
 
 StepModel::StepModel(const topology::Topology& topo, const JobLayout& layout,
-                     const ModelSpec& model, const Placement& placement)
+                     const ModelSpec& model, const Placement& placement, double device_tflops)
     : model_(model), placement_(placement) {
   const Placement& p = placement;
   const CostModel cost = gpu_cost_model();
@@ -87,6 +87,7 @@ StepModel::StepModel(const topology::Topology& topo, const JobLayout& layout,
         gpus_[s] = gpu;
       }
     }
+    if (device_tflops > 0) gpus_[s] = GpuModel{"measured", device_tflops, gpus_[s].memory_gb, 1, 0};
     if (p.tp > 1) {
       std::vector<int> ranks;
       for (int t = 0; t < p.tp; ++t) ranks.push_back(p.rank_at(s, 0, t));
@@ -138,7 +139,10 @@ StageTime StepModel::stage_time(int s, int layers) const {
   const double compute = gpus_[s].seconds(flops, width);
   out.forward_s = compute * model_.forward_fraction();
   out.backward_s = compute - out.forward_s;
-  out.tp_comm_s = layers * (model_.recompute ? 6 : 4) * tp_allreduce_[s];
+  // Megatron's TP: 2 allreduces per layer in the forward, 2 in the backward, 2 more when the
+  // backward recomputes the forward; a dense layer split by columns then rows: 1 and 1.
+  const int allreduces = model_.mlp() ? 2 : model_.recompute ? 6 : 4;
+  out.tp_comm_s = layers * allreduces * tp_allreduce_[s];
   out.p2p_s = p2p_seconds_[s];
   const DpCost& dp = dp_by_layers_[s][std::clamp(layers, 0, model_.layers)];
   out.dp_reduce_scatter_s = dp.buckets * dp.reduce_scatter_s;
@@ -151,8 +155,10 @@ StageTime StepModel::stage_time(int s, int layers) const {
       (layers * model_.params_per_layer() + embedding * model_.embedding_params()) / p.tp;
   const double weights = params * (model_.dtype_bytes + 4 + 12.0 / p.dp);
   const double sbh = static_cast<double>(model_.seq_len) * model_.micro_batch * model_.hidden;
-  const double working = sbh * (34 + 5.0 * model_.heads * model_.seq_len / model_.hidden) *
-                         model_.dtype_bytes / 2 / p.tp;
+  const double working = model_.mlp()
+                             ? sbh * 4 * model_.dtype_bytes
+                             : sbh * (34 + 5.0 * model_.heads * model_.seq_len / model_.hidden) *
+                                   model_.dtype_bytes / 2 / p.tp;
   const double in_flight = std::min(p.micro_batches, p.pp - s);
   const double kept_per_layer = model_.recompute ? sbh * model_.dtype_bytes / p.tp : working;
   out.memory_gb = (weights + in_flight * layers * kept_per_layer + working) / 1e9;
@@ -188,7 +194,7 @@ void StepModel::simulate(std::vector<StageTime>& stages, const std::vector<int>&
     const DpCost& dp = dp_by_layers_[s][layers[s]];
     if (p.overlap_dp && p.dp > 1) params_ready[s] = dp.buckets * dp.allgather_s;
   }
-  const double tp_forward_share = model_.recompute ? 2.0 / 6 : 2.0 / 4;
+  const double tp_forward_share = model_.mlp() ? 0.5 : model_.recompute ? 2.0 / 6 : 2.0 / 4;
   bool progress = true;
   while (progress) {
     progress = false;

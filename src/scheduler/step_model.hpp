@@ -66,8 +66,9 @@ struct StepPrediction {
 class StepModel {
  public:
   // Keeps references to all four: they must outlive the model.
+  // `device_tflops` > 0 replaces every GPU preset's speed with a measured one.
   StepModel(const topology::Topology& topo, const JobLayout& layout, const ModelSpec& model,
-            const Placement& placement);
+            const Placement& placement, double device_tflops = 0);
 
   // The prediction for `layers` per stage (sizes pp; defaults to the placement's own split).
   StepPrediction predict(const std::vector<int>& layers) const;

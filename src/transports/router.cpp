@@ -19,6 +19,10 @@ Router::Router(int rank, std::vector<std::unique_ptr<Transport>> transports,
   }
   // When the control plane sees a peer go, fail that peer's traffic wherever it is carried.
   tcp->set_peer_failure_listener([this](int peer, hm_status_t status, const std::string& message) {
+    // The io thread may report while the router is being built or torn down: the lock orders it
+    // against set_shaping and the destructor, and nothing is touched once closing.
+    const std::lock_guard lock(listener_mutex_);
+    if (closing_) return;
     if (shaper_) shaper_->fail_peer(peer, status, message);
     const auto kind = routes_[static_cast<std::size_t>(peer)].kind;
     if (kind != TransportKind::kTcp) {
@@ -31,6 +35,10 @@ Router::Router(int rank, std::vector<std::unique_ptr<Transport>> transports,
 }
 
 Router::~Router() {
+  {
+    const std::lock_guard lock(listener_mutex_);
+    closing_ = true;
+  }
   // The shaper first: it hands messages to the transports.
   shaper_.reset();
   // Stop the data transports before the control plane, whose listener points at them.
@@ -62,13 +70,14 @@ void Router::set_shaping(std::vector<std::optional<LinkShape>> shapes) {
   require(shapes.size() == routes_.size(), "shaping for {} peers, the router has {}", shapes.size(),
           routes_.size());
   shapes[static_cast<std::size_t>(rank_)].reset();
+  const std::lock_guard lock(listener_mutex_);
   shaper_.reset();
   if (std::none_of(shapes.begin(), shapes.end(), [](const auto& s) { return s.has_value(); })) {
     return;
   }
   shaper_ = std::make_unique<LinkShaper>(
-      std::move(shapes),
-      [this](int peer, std::uint64_t tag, std::uint32_t signature, std::span<const std::byte> data) {
+      std::move(shapes), [this](int peer, std::uint64_t tag, std::uint32_t signature,
+                                std::span<const std::byte> data) {
         return carrier(peer).isend(peer, tag, signature, data);
       });
 }

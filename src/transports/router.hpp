@@ -8,6 +8,7 @@
 #pragma once
 
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
@@ -54,6 +55,10 @@ class Router final : public Transport {
   std::vector<std::unique_ptr<Transport>> transports_;
   std::vector<Route> routes_;
   std::unique_ptr<LinkShaper> shaper_;  // only when some link is shaped
+  // The control plane's io thread reports peer failures until the control plane is gone, which
+  // is after the data transports and the shaper: once closing_ is set, reports are dropped.
+  std::mutex listener_mutex_;
+  bool closing_ = false;
 };
 
 }  // namespace holmes

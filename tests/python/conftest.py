@@ -3,7 +3,6 @@ CMakeLists.txt): every rank runs every test in the same (pytest's collection) or
 collectives of one test meet the other ranks' same collectives. A test must call the same
 collectives on every rank whatever its assertions find: assert after the calls."""
 
-import numpy as np
 import pytest
 
 import holmes
@@ -18,7 +17,18 @@ def world():
     comm.destroy()
 
 
-def gather_ints(world, values):
-    """Every rank's list of ints (the same length on every rank), one row per rank."""
-    mine = np.asarray(values, dtype=np.int64)
-    return world.allgather(mine)
+@pytest.fixture
+def release(world):
+    """release(*comms): destroys communicators once every rank is done with them.
+
+    The world barrier first makes sure that no rank tears a communicator down while another
+    still wires it up (a split returns on some ranks before the others have finished connecting)
+    or still waits for its last message: a destroy then fails those peers."""
+
+    def release_all(*comms):
+        world.barrier()
+        for comm in comms:
+            if comm is not None:
+                comm.destroy()
+
+    return release_all

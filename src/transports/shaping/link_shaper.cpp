@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <exception>
 
@@ -30,15 +31,25 @@ std::string LinkShape::describe() const {
 }
 
 LinkShaper::LinkShaper(std::vector<std::optional<LinkShape>> shapes, SendFunction send)
-    : shapes_(std::move(shapes)), send_(std::move(send)), link_free_at_(shapes_.size()) {
+    : shapes_(std::move(shapes)), send_(std::move(send)), bucket_of_(shapes_.size(), 0) {
+  std::map<int, std::size_t> shared;  // bucket number -> index into free_at_
   for (std::size_t peer = 0; peer < shapes_.size(); ++peer) {
     const auto& s = shapes_[peer];
     if (!s) continue;
+    if (s->bucket < 0) {
+      bucket_of_[peer] = free_at_.size();
+      free_at_.emplace_back();
+    } else {
+      auto [it, added] = shared.emplace(s->bucket, free_at_.size());
+      if (added) free_at_.emplace_back();
+      bucket_of_[peer] = it->second;
+    }
     require(std::isfinite(s->bytes_per_s) && s->bytes_per_s > 0,
             "link to rank {}: shaped rate must be positive and finite, got {} bytes/s", peer,
             s->bytes_per_s);
-    require(s->latency.count() >= 0, "link to rank {}: shaped latency must not be negative, got {} ns",
-            peer, s->latency.count());
+    require(s->latency.count() >= 0,
+            "link to rank {}: shaped latency must not be negative, got {} ns", peer,
+            s->latency.count());
   }
   require(static_cast<bool>(send_), "a link shaper needs a send function");
   scheduler_ = std::thread([this] { run(); });
@@ -69,7 +80,8 @@ bool LinkShaper::any_shaped() const {
 CompletionPtr LinkShaper::isend(int peer, std::uint64_t tag, std::uint32_t signature,
                                 std::span<const std::byte> data) {
   const LinkShape* link = shape(peer);
-  if (link == nullptr) fail(HM_ERR_INTERNAL, "link shaper: the link to rank {} is not shaped", peer);
+  if (link == nullptr)
+    fail(HM_ERR_INTERNAL, "link shaper: the link to rank {} is not shaped", peer);
   auto done = std::make_shared<Completion>();
   {
     std::lock_guard lock(mutex_);
@@ -77,9 +89,9 @@ CompletionPtr LinkShaper::isend(int peer, std::uint64_t tag, std::uint32_t signa
       done->complete(stop_status_, stop_message_);
       return done;
     }
-    // A message starts when the link is free, occupies it for its serialization time, and is
+    // A message starts when its bucket is free, occupies it for its serialization time, and is
     // due one latency after its last byte.
-    auto& free_at = link_free_at_[static_cast<std::size_t>(peer)];
+    auto& free_at = free_at_[bucket_of_[static_cast<std::size_t>(peer)]];
     free_at = std::max(free_at, Clock::now()) + serialization_time(data.size(), link->bytes_per_s);
     const Key key{free_at + link->latency, next_sequence_++};
     const bool earliest = queue_.empty() || key < queue_.begin()->first;
@@ -94,8 +106,9 @@ void LinkShaper::run() {
   while (!stopped_) {
     const auto now = Clock::now();
     if (queue_.empty() || queue_.begin()->first.first > now) {
-      const auto until = queue_.empty() ? now + kLongestSleep
-                                        : std::min(queue_.begin()->first.first, now + kLongestSleep);
+      const auto until = queue_.empty()
+                             ? now + kLongestSleep
+                             : std::min(queue_.begin()->first.first, now + kLongestSleep);
       wake_.wait_until(lock, until);
       continue;
     }
@@ -110,9 +123,8 @@ void LinkShaper::run() {
 void LinkShaper::hand_over(Pending& message) {
   try {
     auto inner = send_(message.peer, message.tag, message.signature, message.data);
-    inner->on_complete([done = message.done](const Completion& c) {
-      done->complete(c.status(), c.message());
-    });
+    inner->on_complete(
+        [done = message.done](const Completion& c) { done->complete(c.status(), c.message()); });
   } catch (const Error& e) {
     message.done->complete(e.status(), e.what());
   } catch (const std::exception& e) {

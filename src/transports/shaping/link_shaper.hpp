@@ -5,7 +5,9 @@
 //
 // The model, per outgoing link (one per peer): a message of B bytes occupies the link for
 // B / rate seconds, one message after another (a serial token bucket: a message starts when the
-// link is free), and reaches the peer `latency` after its last byte left. The shaper hands the
+// link is free), and reaches the peer `latency` after its last byte left. Links may share one
+// bucket (the NICs they all leave through: a rank's traffic to every peer of one link class),
+// so that sending to several peers at once does not multiply the rate. The shaper hands the
 // message to the real transport at that moment; the real transport's own time (loopback: far
 // faster) comes on top. Messages to one peer keep their order. Receives are not shaped: the
 // sender's shaping already holds every byte that crosses the link.
@@ -40,6 +42,9 @@ struct LinkShape {
   double bytes_per_s = 0;  // > 0
   std::chrono::nanoseconds latency{0};
   std::string origin;
+  // Links of one shaper with the same bucket (>= 0) share their serialization: one message at a
+  // time over all of them. -1: the link has a bucket of its own.
+  int bucket = -1;
 
   // "shaped to 0.125 Gbit/s + 30 us (link class eth-25: ...)"
   std::string describe() const;
@@ -48,9 +53,8 @@ struct LinkShape {
 class LinkShaper {
  public:
   // Hands a message to the real transport (called on the scheduler thread, in due order).
-  using SendFunction = std::function<CompletionPtr(int peer, std::uint64_t tag,
-                                                   std::uint32_t signature,
-                                                   std::span<const std::byte> data)>;
+  using SendFunction = std::function<CompletionPtr(
+      int peer, std::uint64_t tag, std::uint32_t signature, std::span<const std::byte> data)>;
 
   // `shapes[peer]`: that link's shape, or nullopt where traffic passes unshaped. Throws
   // HM_ERR_INVALID_ARGUMENT for a rate that is not positive and finite or a negative latency.
@@ -97,7 +101,8 @@ class LinkShaper {
   mutable std::mutex mutex_;
   std::condition_variable wake_;
   std::map<Key, Pending> queue_;
-  std::vector<Clock::time_point> link_free_at_;  // per peer: when its last message is serialized
+  std::vector<std::size_t> bucket_of_;      // per peer: index into free_at_
+  std::vector<Clock::time_point> free_at_;  // per bucket: when its last message is serialized
   std::uint64_t next_sequence_ = 0;
   bool stopped_ = false;
   hm_status_t stop_status_ = HM_SUCCESS;
