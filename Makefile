@@ -1,5 +1,6 @@
 # Holmes: the two commands of the README, and a few helpers.
-#   make demo   set up, build, and run the main job (4 local ranks, collectives table)
+#   make demo   set up, build, and run the main job: the example trainer on 8 local ranks
+#               emulating two clusters, Holmes's plan against the naive placement
 #   make test   set up, build, and run the test suite (make test-long: the long matrix)
 BUILD      ?= build
 BUILD_TYPE ?= RelWithDebInfo
@@ -27,8 +28,7 @@ test-long: build
 	@cd $(BUILD) && ctest --output-on-failure --timeout 1800 -j $(CTEST_JOBS) -L long
 
 demo: build
-	@$(BUILD)/bin/holmes-run -n 4 -- $(BUILD)/bin/holmes-bench allreduce,allgather,broadcast \
-	  -b 1K -e 16M -f 4 --check
+	@examples/trainer/demo.sh $(BUILD)
 
 # holmes-sim's bandwidth sweep on the paper's setup: table, CSV and plot in docs/sim/.
 sim-sweep: build

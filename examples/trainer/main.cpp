@@ -406,6 +406,10 @@ int run_distributed(const Options& o) {
                                 {"mean_step_ms", mean},
                                 {"mean_compute_ms", mean_compute},
                                 {"predicted_step_ms", predicted},
+                                {"predicted_holmes_step_ms",
+                                 plan_json["holmes"]["prediction"]["step_s"].get<double>() * 1e3},
+                                {"predicted_naive_step_ms",
+                                 plan_json["naive"]["prediction"]["step_s"].get<double>() * 1e3},
                                 {"losses", losses}};
       std::ofstream(o.summary_out) << summary.dump(2) << "\n";
     }

@@ -25,8 +25,11 @@ ShapingMode shaping_mode_from_env() {
   if (!value) return ShapingMode::kAuto;
   if (*value == "1") return ShapingMode::kOn;
   if (*value == "0") return ShapingMode::kOff;
+  if (*value == "one-network") return ShapingMode::kOneNetwork;
   fail(HM_ERR_INVALID_ARGUMENT,
-       "HOLMES_SHAPING must be 1 (shape links to other hosts) or 0 (never), got '{}'", *value);
+       "HOLMES_SHAPING must be 1 (shape links to other hosts), 0 (never) or one-network (every "
+       "link to another host at the inter-island rate), got '{}'",
+       *value);
 }
 
 std::vector<std::optional<LinkShape>> link_shapes(const std::vector<Locality>& localities, int rank,
@@ -54,7 +57,9 @@ std::vector<std::optional<LinkShape>> link_shapes(const std::vector<Locality>& l
     if (localities[peer].host == me.host) continue;
     const topology::Host* their_host = topo.find_host(localities[peer].host);
     if (their_host == nullptr) continue;  // job_topology lists every rank's host
-    const topology::LinkClass& link = topo.link_between(*my_host, *their_host);
+    const topology::LinkClass& link = mode == ShapingMode::kOneNetwork
+                                          ? topo.link_class(topo.inter_island_link)
+                                          : topo.link_between(*my_host, *their_host);
     const double host_rate = topo.host_bandwidth(*my_host, link.name);
     const long nics = std::lround(host_rate / link.bytes_per_s());
     LinkShape shape;

@@ -31,8 +31,10 @@
 namespace holmes::detail {
 
 // HOLMES_SHAPING: unset or empty: kAuto (shaped when the job's topology file has
-// emulation_scale > 1); "1": kOn (shaped even at scale 1 or without a file); "0": kOff.
-enum class ShapingMode { kAuto, kOn, kOff };
+// emulation_scale > 1); "1": kOn (shaped even at scale 1 or without a file); "0": kOff;
+// "one-network": kOneNetwork, shaped, but every link to another host is the inter-island one, as
+// a job on NCCL gets when its hosts do not share one RDMA fabric (the naive baseline of the demo).
+enum class ShapingMode { kAuto, kOn, kOff, kOneNetwork };
 // Throws HM_ERR_INVALID_ARGUMENT naming the variable for any other value.
 ShapingMode shaping_mode_from_env();
 
