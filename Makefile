@@ -2,11 +2,20 @@
 #   make demo   set up, build, and run the main job: the example trainer on 8 local ranks
 #               emulating two clusters, Holmes's plan against the naive placement
 #   make test   set up, build, and run the test suite (make test-long: the long matrix)
+#   make test-asan / test-tsan   the suite under ASan+UBSan / ThreadSanitizer, own build trees
+#   make fuzz   the libFuzzer targets (clang), FUZZ_SECONDS each
+#   make soak   random collectives checked exactly, SOAK_SECONDS per transport
 BUILD      ?= build
 BUILD_TYPE ?= RelWithDebInfo
 CTEST_JOBS ?= 2
+ASAN_BUILD ?= build-asan
+TSAN_BUILD ?= build-tsan
+FUZZ_BUILD ?= build-fuzz
+FUZZ_SECONDS ?= 60
+SOAK_SECONDS ?= 600
 
-.PHONY: all setup configure build test test-long demo sim-sweep install format clean
+.PHONY: all setup configure build test test-long test-faults demo sim-sweep install format clean \
+        test-asan test-tsan fuzz soak
 
 all: build
 
@@ -27,8 +36,45 @@ test: build
 test-long: build
 	@cd $(BUILD) && ctest --output-on-failure --timeout 1800 -j $(CTEST_JOBS) -L long
 
+# Sanitizer builds: their own trees, without CUDA/UCX/verbs (their runtimes are not built with the
+# sanitizers and drown the reports in noise). tests/sanitizers/ has the options and suppressions;
+# SANITIZER_TESTS passes extra ctest arguments (e.g. SANITIZER_TESTS='-R unit').
+SANITIZER_CMAKE = -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DHOLMES_BUILD_BENCH=OFF \
+  -DHOLMES_WITH_CUDA=OFF -DHOLMES_WITH_UCX=OFF -DHOLMES_WITH_VERBS=OFF
+SANITIZER_TESTS ?=
+
+test-asan: setup
+	@if [ ! -f $(ASAN_BUILD)/build.ninja ]; then cmake -S . -B $(ASAN_BUILD) $(SANITIZER_CMAKE) \
+	  -DHOLMES_SANITIZE=address,undefined >/dev/null; fi
+	@cmake --build $(ASAN_BUILD)
+	@tests/sanitizers/ctest.sh address $(ASAN_BUILD) $(CTEST_JOBS) $(SANITIZER_TESTS)
+
+test-tsan: setup
+	@if [ ! -f $(TSAN_BUILD)/build.ninja ]; then cmake -S . -B $(TSAN_BUILD) $(SANITIZER_CMAKE) \
+	  -DHOLMES_SANITIZE=thread >/dev/null; fi
+	@cmake --build $(TSAN_BUILD)
+	@tests/sanitizers/ctest.sh thread $(TSAN_BUILD) $(CTEST_JOBS) $(SANITIZER_TESTS)
+
+# libFuzzer needs clang: the fuzz targets get their own tree, the library instrumented for
+# coverage and ASan+UBSan. tests/fuzz/README.md says how to replay and minimise a finding.
+fuzz: setup
+	@if [ ! -f $(FUZZ_BUILD)/build.ninja ]; then CC=clang CXX=clang++ cmake -S . -B $(FUZZ_BUILD) \
+	  $(SANITIZER_CMAKE) -DHOLMES_FUZZ=ON -DHOLMES_SANITIZE=address,undefined \
+	  -DCMAKE_CXX_FLAGS=-fsanitize=fuzzer-no-link >/dev/null; fi
+	@cmake --build $(FUZZ_BUILD) --target holmes_fuzzers
+	@tests/fuzz/run.sh $(FUZZ_BUILD) $(FUZZ_SECONDS)
+
+# The soak: random collectives, dtypes, ops, sizes and algorithms, every result checked, for
+# SOAK_SECONDS on each built transport (tests/soak/README.md).
+soak: build
+	@tests/soak/soak.sh $(BUILD) $(SOAK_SECONDS)
+
 demo: build
 	@examples/trainer/demo.sh $(BUILD)
+
+# Fault injection 10 times in a row (make test runs each scenario twice).
+test-faults: build
+	@tests/faults/faults_test.sh $(BUILD)/bin 10
 
 # holmes-sim's bandwidth sweep on the paper's setup: table, CSV and plot in docs/sim/.
 sim-sweep: build

@@ -3,6 +3,7 @@
 #include <fstream>
 
 #include "bootstrap/launch_env.hpp"
+#include "core/env.hpp"
 #include "core/status.hpp"
 
 namespace holmes::detail {
@@ -67,6 +68,11 @@ ResolvedConfig resolve_config(const Config& config) {
     out.sockets_per_peer = *env.sockets_per_peer;
   }
   out.local_addr = config.local_addr ? config.local_addr : env.local_addr;
+  if (const auto checksum = env_string("HOLMES_CHECKSUM")) {
+    require(*checksum == "0" || *checksum == "1",
+            "HOLMES_CHECKSUM is '{}': expected 1 (CRC32C on every tcp fragment) or 0", *checksum);
+    out.checksum = *checksum == "1";
+  }
   if (env.chunk_bytes) out.chunk_bytes = static_cast<std::size_t>(*env.chunk_bytes);
   return out;
 }

@@ -12,6 +12,7 @@ struct TransportOptions {
   std::string context;                    // unique name of the communicator in the job
   std::chrono::milliseconds connect_timeout{60000};
   int sockets_per_peer = 2;           // tcp: 1..16
+  bool checksum = false;              // tcp: CRC32C after every fragment (HOLMES_CHECKSUM=1)
   int socket_buffer_bytes = 4 << 20;  // tcp: SO_SNDBUF/SO_RCVBUF; 0 leaves kernel autotuning
 };
 

@@ -208,6 +208,115 @@ TEST(TcpTransportTest, GarbageConnectionIsDropped) {
   EXPECT_EQ(received, sent);
 }
 
+// A man in the middle that forwards every connection to `target` and flips one byte of the
+// stream from the connecting side at `flip_at` (counted per connection): a fault on the wire.
+class TamperingProxy {
+ public:
+  TamperingProxy(const std::string& target, std::size_t flip_at)
+      : target_(parse_host_port(target, "proxy target")), flip_at_(flip_at) {
+    listener_ = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    ::inet_pton(AF_INET, "127.0.0.1", &addr.sin_addr);
+    ::bind(listener_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
+    ::listen(listener_, 16);
+    socklen_t len = sizeof(addr);
+    ::getsockname(listener_, reinterpret_cast<sockaddr*>(&addr), &len);
+    port_ = ntohs(addr.sin_port);
+    acceptor_ = std::thread([this] { accept_loop(); });
+  }
+  ~TamperingProxy() {
+    ::shutdown(listener_, SHUT_RDWR);
+    ::close(listener_);
+    acceptor_.join();
+    for (int fd : fds_) ::shutdown(fd, SHUT_RDWR);
+    for (auto& t : pumps_) t.join();
+    for (int fd : fds_) ::close(fd);
+  }
+  std::string address() const { return "127.0.0.1:" + std::to_string(port_); }
+
+ private:
+  void accept_loop() {
+    for (;;) {
+      const int client = ::accept(listener_, nullptr, nullptr);
+      if (client < 0) return;
+      const int server = ::socket(AF_INET, SOCK_STREAM, 0);
+      sockaddr_in addr{};
+      addr.sin_family = AF_INET;
+      addr.sin_port = htons(target_.port);
+      ::inet_pton(AF_INET, "127.0.0.1", &addr.sin_addr);
+      if (::connect(server, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
+        ::close(client);
+        ::close(server);
+        continue;
+      }
+      fds_.push_back(client);
+      fds_.push_back(server);
+      pumps_.emplace_back([this, client, server] { pump(client, server, true); });
+      pumps_.emplace_back([this, client, server] { pump(server, client, false); });
+    }
+  }
+  void pump(int from, int to, bool tamper) {
+    std::vector<unsigned char> buffer(65536);
+    std::size_t seen = 0;
+    for (;;) {
+      const ssize_t n = ::recv(from, buffer.data(), buffer.size(), 0);
+      if (n <= 0) break;
+      if (tamper && seen <= flip_at_ && flip_at_ < seen + static_cast<std::size_t>(n)) {
+        buffer[flip_at_ - seen] ^= 0x10;
+      }
+      seen += static_cast<std::size_t>(n);
+      if (::send(to, buffer.data(), static_cast<std::size_t>(n), MSG_NOSIGNAL) != n) break;
+    }
+    ::shutdown(to, SHUT_WR);
+  }
+
+  HostPort target_;
+  std::size_t flip_at_;
+  int listener_ = -1;
+  std::uint16_t port_ = 0;
+  std::thread acceptor_;
+  std::vector<int> fds_;  // written by the acceptor only, read after it has joined
+  std::vector<std::thread> pumps_;
+};
+
+// One byte flipped on the wire inside a 1 MiB message: with HOLMES_CHECKSUM's CRC32C the
+// receive fails, naming the peer and the chunk; without it the corruption goes unnoticed (which
+// is why the tcp tier across islands has the option).
+TEST(TcpTransportTest, CorruptedChunkIsReportedWithChecksumNotWithout) {
+  for (const bool checksum : {true, false}) {
+    SCOPED_TRACE(checksum ? "checksum" : "no checksum");
+    tcp::TcpOptions options;
+    options.listen_host = "127.0.0.1";
+    options.sockets_per_peer = 1;
+    options.token = "wire";
+    options.context = "tamper";
+    options.connect_timeout = 5s;
+    options.checksum = checksum;
+    auto sender = tcp::make_tcp_transport(options);
+    auto receiver = tcp::make_tcp_transport(options);
+    // Far past the handshake, inside the message's payload.
+    TamperingProxy proxy(receiver->listen_address(), 300000);
+    sender->set_peers(0, {sender->listen_address(), proxy.address()});
+    receiver->set_peers(1, {sender->listen_address(), receiver->listen_address()});
+    const auto sent = pattern(1 << 20, 9);
+    std::vector<std::byte> received(sent.size());
+    auto recv = receiver->irecv(0, 5, 1, received);
+    auto send = sender->isend(1, 5, 1, sent);
+    ASSERT_TRUE(finishes(recv));
+    if (checksum) {
+      EXPECT_EQ(recv->status(), HM_ERR_TRANSPORT) << recv->message();
+      EXPECT_NE(recv->message().find("corrupted chunk"), std::string::npos) << recv->message();
+      EXPECT_NE(recv->message().find("rank 0"), std::string::npos) << recv->message();
+    } else {
+      EXPECT_EQ(recv->status(), HM_SUCCESS) << recv->message();
+      EXPECT_NE(received, sent);
+    }
+    sender->shutdown(HM_ERR_ABORTED, "test over", true);
+    receiver->shutdown(HM_ERR_ABORTED, "test over", true);
+  }
+}
+
 // A peer that goes away while we wait for it: HM_ERR_PEER_FAILED, promptly, naming it.
 TEST(TcpTransportTest, PeerGoneFailsPostedReceive) {
   auto endpoints = job(2, "t");

@@ -110,8 +110,11 @@ TEST(FrameHeader, RejectsMessageLargerThanTheLimit) {
   EXPECT_FALSE(decode(make(UINT64_MAX, 0, 0).encode()).has_value());
 }
 
-TEST(FrameHeader, RejectsNonzeroFlags) {
-  for (std::uint32_t flags : {1u, 2u, 0x80000000u, 0xffffffffu}) {
+TEST(FrameHeader, AcceptsOnlyTheChecksumFlag) {
+  const auto checked = decode(make(10, 0, 10, kFlagChecksum).encode());
+  ASSERT_TRUE(checked.has_value());
+  EXPECT_EQ(checked->flags, kFlagChecksum);
+  for (std::uint32_t flags : {2u, 3u, 0x80000000u, 0xffffffffu}) {
     EXPECT_FALSE(decode(make(10, 0, 10, flags).encode()).has_value()) << flags;
   }
 }
@@ -154,7 +157,7 @@ TEST(FrameHeader, RandomBytesNeverYieldAnInconsistentHeader) {
     ASSERT_LE(header->length, kMaxFragmentBytes);
     ASSERT_LE(header->offset, header->total);
     ASSERT_LE(header->offset + header->length, header->total);  // no wrap: both bounded above
-    ASSERT_EQ(header->flags, 0u);
+    ASSERT_EQ(header->flags & ~kFlagChecksum, 0u);
     ASSERT_EQ(header->encode(), bytes) << "iteration " << iteration;
   }
   EXPECT_GT(accepted, 1000);

@@ -28,7 +28,7 @@ std::optional<FrameHeader> FrameHeader::decode(
   h.flags = load_le<std::uint32_t>(bytes.data() + 36);
   if (h.total > kMaxMessageBytes || h.length > kMaxFragmentBytes) return std::nullopt;
   if (h.offset > h.total || h.length > h.total - h.offset) return std::nullopt;
-  if (h.flags != 0) return std::nullopt;  // no flags are defined yet
+  if ((h.flags & ~kFlagChecksum) != 0) return std::nullopt;  // unknown flags
   return h;
 }
 

@@ -3,6 +3,8 @@
 //   u32 magic "HMF1" | u32 signature | u64 tag | u64 total | u64 offset | u32 length | u32 flags
 // Fragments of one message may travel on different sockets of the same peer and arrive in any
 // order; (tag, offset) place them. decode() bounds-checks every field before anything is used.
+// Flag kFlagChecksum (HOLMES_CHECKSUM=1 on the sender): the payload is followed by its CRC32C,
+// 4 bytes little-endian, which the receiver checks before the fragment counts as received.
 #pragma once
 
 #include <array>
@@ -17,6 +19,8 @@ constexpr std::uint32_t kFrameMagic = 0x31464d48;  // "HMF1"
 constexpr std::size_t kFrameHeaderBytes = 40;
 constexpr std::size_t kMaxFragmentBytes = 4u << 20;     // a fragment never exceeds 4 MiB
 constexpr std::uint64_t kMaxMessageBytes = 1ull << 40;  // 1 TiB
+constexpr std::uint32_t kFlagChecksum = 1;
+constexpr std::size_t kChecksumBytes = 4;
 
 struct FrameHeader {
   std::uint32_t signature = 0;

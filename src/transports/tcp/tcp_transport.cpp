@@ -14,6 +14,7 @@
 
 #include "bootstrap/auth.hpp"
 #include "core/bytes.hpp"
+#include "core/crc32c.hpp"
 #include "core/env.hpp"
 #include "core/log.hpp"
 #include "core/status.hpp"
@@ -44,6 +45,8 @@ struct Fragment {
   std::array<std::uint8_t, kFrameHeaderBytes> header{};
   const std::byte* data = nullptr;
   std::size_t length = 0;
+  bool checksum = false;
+  std::array<std::uint8_t, kChecksumBytes> trailer{};  // CRC32C of the payload, when checksum
 };
 
 // A connection this rank opened to a peer; it only sends on it.
@@ -74,6 +77,7 @@ struct InLink {
   std::array<std::uint8_t, auth::Proof::kWireBytes + kIdentityBytes> hello{};
   std::array<std::uint8_t, auth::Verdict::kWireBytes> verdict{};
   std::array<std::uint8_t, kFrameHeaderBytes> header{};
+  std::array<std::uint8_t, kChecksumBytes> trailer{};
   bool closed = false;
 };
 
@@ -352,6 +356,11 @@ void TcpTransport::start_send(int peer, std::uint64_t tag, std::uint32_t signatu
     h.total = total;
     h.offset = i * piece;
     h.length = static_cast<std::uint32_t>(f.length);
+    if (options_.checksum && f.length > 0) {
+      h.flags = kFlagChecksum;
+      f.checksum = true;
+      store_le<std::uint32_t>(f.trailer.data(), crc32c({f.data, f.length}));
+    }
     f.header = h.encode();
     if (p.out_ready == options_.sockets_per_peer) {
       enqueue(peer, std::move(f));
@@ -380,8 +389,9 @@ void TcpTransport::write_next(int peer, const std::shared_ptr<OutLink>& link) {
   }
   link->writing = true;
   const Fragment& f = link->queue.front();  // deque references survive push_back
-  const std::array<asio::const_buffer, 2> buffers{asio::buffer(f.header),
-                                                  asio::buffer(f.data, f.length)};
+  const std::array<asio::const_buffer, 3> buffers{
+      asio::buffer(f.header), asio::buffer(f.data, f.length),
+      asio::buffer(f.trailer, f.checksum ? kChecksumBytes : 0)};
   asio::async_write(link->socket, buffers, [this, peer, link](const error_code& ec, std::size_t) {
     if (closed_ || link->queue.empty()) return;  // shut down: the op was already failed
     if (ec) {
@@ -660,16 +670,37 @@ void TcpTransport::on_fragment(const std::shared_ptr<InLink>& link, const FrameH
     read_header(link);
     return;
   }
+  const bool checksum = (h.flags & kFlagChecksum) != 0;
   if (landing->target == nullptr) {  // a mismatch: the receive has failed, skip the payload
-    discard_payload(link, h.length);
+    discard_payload(link, h.length + (checksum ? kChecksumBytes : 0));
     return;
   }
-  asio::async_read(link->socket, asio::buffer(landing->target, h.length),
-                   [this, link, header, landing = *landing](const error_code& ec, std::size_t) {
+  auto verify_and_land = [this, link, header, landing = *landing, checksum] {
+    if (checksum) {
+      const std::uint32_t sent = load_le<std::uint32_t>(link->trailer.data());
+      const std::uint32_t got = crc32c({landing.target, header.length});
+      if (sent != got) {
+        // Reported, never reduced: the receive fails with the peer, whatever the buffer holds.
+        fail_peer_now(link->peer, HM_ERR_TRANSPORT,
+                      fmt::format("{} sent a corrupted chunk (tag {:#x}, bytes {}..{} of {}): "
+                                  "CRC32C {:#010x} on the wire, {:#010x} computed "
+                                  "(HOLMES_CHECKSUM); connection dropped",
+                                  peer_name(link->peer), header.tag, header.offset,
+                                  header.offset + header.length, header.total, sent, got));
+        return;
+      }
+    }
+    matcher_.landed(link->peer, header, landing);
+    read_header(link);
+  };
+  const std::array<asio::mutable_buffer, 2> buffers{
+      asio::buffer(landing->target, h.length),
+      asio::buffer(link->trailer, checksum ? kChecksumBytes : 0)};
+  asio::async_read(link->socket, buffers,
+                   [this, link, verify_and_land](const error_code& ec, std::size_t) {
                      if (closed_ || link->closed) return;
                      if (ec) return in_link_closed(link, ec);
-                     matcher_.landed(link->peer, header, landing);
-                     read_header(link);
+                     verify_and_land();
                    });
 }
 

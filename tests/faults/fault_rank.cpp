@@ -1,0 +1,80 @@
+// One rank of a fault-injection job (faults_test.sh): every rank runs allreduces in a loop; the
+// victim rank injects its fault at iteration --after: SIGKILL itself (kill), SIGSTOP itself
+// (stop: it freezes), or nothing (none). Before the fault it writes the time into --stamp, so the
+// survivors can say how long detection took. A survivor prints one line,
+//   "rank R: STATUS after MS ms: MESSAGE"
+// and exits 0 when the call failed with the expected status within --bound-ms of the fault, 3
+// otherwise. With --fault none every rank must finish all iterations (exit 0).
+#include <holmes/holmes.h>
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <string>
+#include <vector>
+
+namespace {
+
+double now_ms() {
+  return std::chrono::duration<double, std::milli>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+const char* arg(int argc, char** argv, const char* name, const char* fallback) {
+  for (int i = 1; i + 1 < argc; ++i) {
+    if (std::strcmp(argv[i], name) == 0) return argv[i + 1];
+  }
+  return fallback;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const std::string fault = arg(argc, argv, "--fault", "none");
+  const int victim = std::atoi(arg(argc, argv, "--victim", "1"));
+  const int after = std::atoi(arg(argc, argv, "--after", "20"));
+  const int iterations = std::atoi(arg(argc, argv, "--iterations", "100000"));
+  const double bound_ms = std::atof(arg(argc, argv, "--bound-ms", "5000"));
+  const std::string stamp = arg(argc, argv, "--stamp", "/tmp/holmes-fault-stamp");
+  const std::string expect = arg(argc, argv, "--expect", "HM_ERR_PEER_FAILED");
+
+  hm_comm_t world = nullptr;
+  if (const hm_status_t status = hm_init_from_env(&world); status != HM_SUCCESS) {
+    std::printf("init failed: %s: %s\n", hm_status_string(status), hm_last_error_message());
+    return 2;
+  }
+  int rank = 0;
+  hm_comm_rank(world, &rank);
+  std::vector<float> data(1024, 1.0f);
+  for (int i = 0; i < iterations; ++i) {
+    if (rank == victim && i == after && fault != "none") {
+      std::ofstream(stamp) << std::to_string(now_ms()) << "\n";
+      std::fflush(stdout);
+      raise(fault == "kill" ? SIGKILL : SIGSTOP);
+    }
+    const hm_status_t status =
+        hm_allreduce(world, data.data(), data.data(), data.size(), HM_FLOAT32, HM_SUM);
+    if (status != HM_SUCCESS) {
+      const double at = now_ms();
+      double fault_at = 0;
+      std::ifstream(stamp) >> fault_at;
+      const double elapsed = fault_at > 0 ? at - fault_at : -1;
+      std::printf("rank %d: %s after %.0f ms: %s\n", rank, hm_status_string(status), elapsed,
+                  hm_last_error_message());
+      std::fflush(stdout);
+      const bool ok = expect == hm_status_string(status) && elapsed >= 0 && elapsed <= bound_ms;
+      hm_comm_destroy(world);
+      return ok ? 0 : 3;
+    }
+    for (float& v : data) v = 1.0f;
+  }
+  std::printf("rank %d: finished %d iterations\n", rank, iterations);
+  hm_comm_destroy(world);
+  return fault == "none" ? 0 : 3;
+}
