@@ -19,9 +19,38 @@ std::string Matcher::mismatch(int peer, std::uint64_t their_total, std::uint32_t
       namer_(peer), their_signature, our_signature);
 }
 
+std::optional<std::uint64_t> Matcher::operation_of(std::uint64_t tag) {
+  // 2 bits kind (0: collective) | 24 bits sequence | 38 bits step.
+  constexpr int kStepBits = 38;
+  if ((tag >> 62) != 0) return std::nullopt;
+  return tag >> kStepBits;
+}
+
+void Matcher::fail_other_operation(int peer, std::uint64_t operation, std::uint32_t signature) {
+  for (auto it = posted_.begin(); it != posted_.end();) {
+    const auto op = operation_of(it->first.tag);
+    if (it->first.peer == peer && op && *op == operation && it->second.signature != signature) {
+      it->second.request->complete(
+          HM_ERR_MISMATCH,
+          mismatch(peer, it->second.size, signature, it->second.size, it->second.signature));
+      it = posted_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+}
+
 std::optional<Matcher::Landing> Matcher::land(int peer, const FragmentHeader& h) {
   // A fragment must lie inside its message; transports check this too, the matcher makes sure.
   if (h.offset > h.total || h.length > h.total - h.offset) return std::nullopt;
+  if (const auto op = operation_of(h.tag)) {
+    arrived_operation_[peer] = {*op, h.signature};
+    const auto posted = posted_operation_.find(peer);
+    if (posted != posted_operation_.end() && posted->second.id == *op &&
+        posted->second.signature != h.signature) {
+      fail_other_operation(peer, *op, h.signature);
+    }
+  }
   const Key key{peer, h.tag};
   if (auto it = posted_.find(key); it != posted_.end()) {
     Posted& r = it->second;
@@ -79,6 +108,16 @@ bool Matcher::post(int peer, std::uint64_t tag, std::uint32_t signature,
                    std::span<std::byte> buffer, const CompletionPtr& request) {
   const Key key{peer, tag};
   Posted r{request, buffer.data(), buffer.size(), signature, 0};
+  if (const auto op = operation_of(tag)) {
+    posted_operation_[peer] = {*op, signature};
+    const auto arrived = arrived_operation_.find(peer);
+    if (arrived != arrived_operation_.end() && arrived->second.id == *op &&
+        arrived->second.signature != signature) {
+      request->complete(HM_ERR_MISMATCH,
+                        mismatch(peer, r.size, arrived->second.signature, r.size, signature));
+      return true;
+    }
+  }
   if (auto it = unexpected_.find(key); it != unexpected_.end()) {
     Unexpected& u = it->second;
     unexpected_bytes_ -= u.received;

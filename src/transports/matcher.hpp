@@ -5,6 +5,13 @@
 //
 // A message may arrive as several fragments in any order (tcp spreads them over sockets); each
 // names its offset in the whole. Not thread-safe: a transport calls it from its progress thread.
+//
+// Collective tags carry their operation in their top bits (kind | sequence | step, see
+// collectives/context.hpp), and every message of one operation between two ranks carries the
+// same signature. So a message whose signature differs from a receive posted for the same
+// operation, though for another step, is a disagreement too: ranks that called different
+// collectives in one slot exchange messages whose steps never meet, and would otherwise wait for
+// the timeout. Point-to-point tags are not checked this way (their signatures differ by design).
 #pragma once
 
 #include <holmes/holmes.h>
@@ -98,11 +105,22 @@ class Matcher {
 
   std::string mismatch(int peer, std::uint64_t their_total, std::uint32_t their_signature,
                        std::size_t our_size, std::uint32_t our_signature) const;
+  // The operation a collective tag belongs to; nullopt for other tags.
+  static std::optional<std::uint64_t> operation_of(std::uint64_t tag);
+  // Fails the receives posted for `peer` in `operation` whose signature is not `signature`.
+  void fail_other_operation(int peer, std::uint64_t operation, std::uint32_t signature);
   void account(const Key& key, const CompletionPtr& request, std::size_t bytes);
 
   PeerNamer namer_;
   std::unordered_map<Key, Posted, KeyHash> posted_;
   std::unordered_map<Key, Unexpected, KeyHash> unexpected_;
+  // Per peer, the operation and signature of the latest receive posted and message arrived.
+  struct Operation {
+    std::uint64_t id = 0;
+    std::uint32_t signature = 0;
+  };
+  std::unordered_map<int, Operation> posted_operation_;
+  std::unordered_map<int, Operation> arrived_operation_;
   std::size_t unexpected_bytes_ = 0;
 };
 

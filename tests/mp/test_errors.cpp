@@ -168,6 +168,52 @@ TEST(MismatchTest, DifferentDtypesAreDetected) {
   EXPECT_NE(status, HM_SUCCESS);
 }
 
+// Rank 0 calls something else than the others in the same slot: another op, another root, or
+// another collective over the same bytes. No rank that receives may succeed (nothing is reduced
+// with the wrong partner): a different op or collective is HM_ERR_MISMATCH as soon as a message
+// of the other operation arrives (tcp; shm leaves a message that matches no receive in its ring,
+// so there the receiver times out); roots that disagree can leave every rank waiting for the
+// other (nobody sends), which the timeout ends. A broadcast root only sends, so it may succeed.
+class DisagreementTest : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(DisagreementTest, NoReceiverSucceeds) {
+  const std::string what = GetParam();
+  CComm comm(3000);
+  int rank = 0, size = 0;
+  hm_comm_rank(comm.handle, &rank);
+  hm_comm_size(comm.handle, &size);
+  std::vector<float> data(256, 1.0f);
+  hm_status_t status = HM_SUCCESS;
+  int sender_only = -1;  // a rank whose call only sends
+  if (what == "op") {
+    status = hm_allreduce(comm.handle, data.data(), data.data(), data.size(), HM_FLOAT32,
+                          rank == 0 ? HM_MAX : HM_SUM);
+  } else if (what == "root") {
+    status = hm_broadcast(comm.handle, data.data(), data.size(), HM_FLOAT32, rank == 0 ? 1 : 0);
+    sender_only = size > 2 ? 0 : -1;  // rank 0 is the others' root; it thinks rank 1 is
+  } else {                            // "collective"
+    status = rank == 0 ? hm_broadcast(comm.handle, data.data(), data.size(), HM_FLOAT32, 0)
+                       : hm_allreduce(comm.handle, data.data(), data.data(), data.size(),
+                                      HM_FLOAT32, HM_SUM);
+    sender_only = 0;
+  }
+  const auto all = gather_all(static_cast<std::uint64_t>(status));
+  for (int r = 0; r < size; ++r) {
+    const auto s = static_cast<hm_status_t>(all[static_cast<std::size_t>(r)]);
+    if (r == sender_only && s == HM_SUCCESS) continue;
+    EXPECT_TRUE(s == HM_ERR_MISMATCH || s == HM_ERR_TIMEOUT || s == HM_ERR_PEER_FAILED ||
+                s == HM_ERR_ABORTED)
+        << what << ": rank " << r << " got " << hm_status_string(s);
+  }
+  if (what == "op") {
+    bool someone_saw_mismatch = false;
+    for (auto s : all) someone_saw_mismatch |= s == HM_ERR_MISMATCH;
+    EXPECT_TRUE(someone_saw_mismatch);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Mismatch, DisagreementTest, ::testing::Values("op", "root", "collective"));
+
 // Rank 0 waits for a message rank 1 never sends: HM_ERR_TIMEOUT after the timeout, naming rank 1.
 TEST(TimeoutTest, SilentPeerTimesOutNamingIt) {
   constexpr int kTimeoutMs = 700;
