@@ -40,17 +40,21 @@ void Matcher::fail_other_operation(int peer, std::uint64_t operation, std::uint3
   }
 }
 
+void Matcher::note_arrival(int peer, std::uint64_t tag, std::uint32_t signature) {
+  const auto op = operation_of(tag);
+  if (!op) return;
+  arrived_operation_[peer] = {*op, signature};
+  const auto posted = posted_operation_.find(peer);
+  if (posted != posted_operation_.end() && posted->second.id == *op &&
+      posted->second.signature != signature) {
+    fail_other_operation(peer, *op, signature);
+  }
+}
+
 std::optional<Matcher::Landing> Matcher::land(int peer, const FragmentHeader& h) {
   // A fragment must lie inside its message; transports check this too, the matcher makes sure.
   if (h.offset > h.total || h.length > h.total - h.offset) return std::nullopt;
-  if (const auto op = operation_of(h.tag)) {
-    arrived_operation_[peer] = {*op, h.signature};
-    const auto posted = posted_operation_.find(peer);
-    if (posted != posted_operation_.end() && posted->second.id == *op &&
-        posted->second.signature != h.signature) {
-      fail_other_operation(peer, *op, h.signature);
-    }
-  }
+  note_arrival(peer, h.tag, h.signature);
   const Key key{peer, h.tag};
   if (auto it = posted_.find(key); it != posted_.end()) {
     Posted& r = it->second;

@@ -62,6 +62,11 @@ class Matcher {
   // error, as land().
   bool deliver(int peer, const FragmentHeader& header, std::span<const std::byte> payload);
 
+  // A message of `tag` from `peer` is here but stays with the transport until its receive is
+  // posted (shm leaves it in the ring): checked against the receives posted for the same
+  // operation, as land() does.
+  void note_arrival(int peer, std::uint64_t tag, std::uint32_t signature);
+
   // Posts a receive. Returns true when it is already finished (its message was here, or did not
   // match), false when it now waits for its message.
   bool post(int peer, std::uint64_t tag, std::uint32_t signature, std::span<std::byte> buffer,

@@ -171,9 +171,8 @@ TEST(MismatchTest, DifferentDtypesAreDetected) {
 // Rank 0 calls something else than the others in the same slot: another op, another root, or
 // another collective over the same bytes. No rank that receives may succeed (nothing is reduced
 // with the wrong partner): a different op or collective is HM_ERR_MISMATCH as soon as a message
-// of the other operation arrives (tcp; shm leaves a message that matches no receive in its ring,
-// so there the receiver times out); roots that disagree can leave every rank waiting for the
-// other (nobody sends), which the timeout ends. A broadcast root only sends, so it may succeed.
+// of the other operation arrives; roots that disagree can leave every rank waiting for the other
+// (nobody sends), which the timeout ends. A broadcast root only sends, so it may succeed.
 class DisagreementTest : public ::testing::TestWithParam<const char*> {};
 
 TEST_P(DisagreementTest, NoReceiverSucceeds) {

@@ -1036,6 +1036,8 @@ bool ShmTransport::on_record(int peer, const RingReader::Record& record, bool& k
       keep = it == p.posted.end() || it->second->done();  // wait in the ring for the receive
     }
     if (!keep) return deliver(peer, h, record.payload);
+    // A message of another call in a slot this rank has receives posted for fails them now.
+    matcher_.note_arrival(peer, h.tag, h.signature);
     // Checked now as the matcher would: fragments of one message agree on what it is.
     if (const auto it = p.held_by_tag.find(h.tag);
         it != p.held_by_tag.end() && !it->second.empty()) {
