@@ -414,6 +414,8 @@ int run_distributed(const Options& o) {
       std::ofstream(o.summary_out) << summary.dump(2) << "\n";
     }
   }
+  // Out before the others may exit: a launcher stops the job as soon as one rank fails.
+  std::fflush(stdout);
   double s = status;
   check(hm_allreduce(c.world, &s, &s, 1, HM_FLOAT64, HM_MAX), "status");
   return s > 0 ? 1 : 0;

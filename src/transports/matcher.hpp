@@ -6,8 +6,8 @@
 // A message may arrive as several fragments in any order (tcp spreads them over sockets); each
 // names its offset in the whole. Not thread-safe: a transport calls it from its progress thread.
 //
-// Collective tags carry their operation in their top bits (kind | sequence | step, see
-// collectives/context.hpp), and every message of one operation between two ranks carries the
+// Collective tags (kind bits 10) carry their operation in their top bits (kind | sequence | step,
+// see collectives/context.hpp), and every message of one operation between two ranks carries the
 // same signature. So a message whose signature differs from a receive posted for the same
 // operation, though for another step, is a disagreement too: ranks that called different
 // collectives in one slot exchange messages whose steps never meet, and would otherwise wait for

@@ -68,8 +68,7 @@ RecordHeader record(RecordKind kind, std::uint64_t tag, std::uint64_t total, std
   RecordHeader h{};
   h.kind = static_cast<std::uint32_t>(kind);
   h.tag = tag;
-  // The signature of the victim's pending receive: records of another tag of the same slot then
-  // fail for what each test means to show, not as a signature mismatch.
+  // The signature of the victim's pending receive, so each record fails for what its test shows.
   h.signature = 1;
   h.total = total;
   h.offset = offset;
