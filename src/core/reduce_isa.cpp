@@ -7,7 +7,23 @@
 #include "core/reduce_avx2.hpp"
 #include "core/status.hpp"
 
+#if HOLMES_HAVE_AVX2_KERNELS
+#include <cpuid.h>
+#endif
+
 namespace holmes {
+
+#if HOLMES_HAVE_AVX2_KERNELS
+namespace {
+
+// F16C from CPUID leaf 1 (ECX bit 29): Clang 14's __builtin_cpu_supports does not know "f16c".
+bool cpu_has_f16c() noexcept {
+  unsigned int eax = 0, ebx = 0, ecx = 0, edx = 0;
+  return __get_cpuid(1, &eax, &ebx, &ecx, &edx) != 0 && (ecx & bit_F16C) != 0;
+}
+
+}  // namespace
+#endif
 
 const char* reduce_isa_name(ReduceIsa isa) noexcept {
   switch (isa) {
@@ -27,7 +43,7 @@ bool reduce_isa_supported(ReduceIsa isa) noexcept {
 #if HOLMES_HAVE_AVX2_KERNELS
       // GCC and Clang report AVX features only when the OS enables the YMM state (XGETBV).
       __builtin_cpu_init();
-      return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c");
+      return __builtin_cpu_supports("avx2") && cpu_has_f16c();
 #else
       return false;
 #endif

@@ -72,7 +72,11 @@ std::vector<std::string> apply_calibration(topology::Topology& topo, const std::
   require(doc.is_object() && doc.contains("link_classes") && doc["link_classes"].is_object(),
           "calibration file '{}' has no \"link_classes\" object", path);
   std::vector<std::string> changes;
-  for (const auto& [name, entry] : doc["link_classes"].items()) {
+  // Named copies rather than a structured binding: Clang before 16 cannot capture a binding in
+  // the lambda below.
+  for (const auto& item : doc["link_classes"].items()) {
+    const std::string& name = item.key();
+    const auto& entry = item.value();
     auto it = topo.link_classes.find(name);
     require(it != topo.link_classes.end(),
             "calibration file '{}' names link class '{}', which the topology does not declare",

@@ -41,6 +41,16 @@ T scalar(std::string_view source, const YAML::Node& node, const std::string& key
   }
 }
 
+// A key, name or architecture: a scalar (yaml-cpp's own conversion, which throws
+// YAML::Exception rather than a holmes::Error on a collection).
+std::string scalar_text(std::string_view source, const YAML::Node& node, const std::string& what) {
+  try {
+    return node.as<std::string>();
+  } catch (const YAML::Exception&) {
+    fail_at(source, node.Mark(), fmt::format("{} must be a name, got a collection", what));
+  }
+}
+
 }  // namespace
 
 bool ModelSpec::mlp() const { return architecture == "mlp"; }
@@ -131,10 +141,11 @@ ModelSpec parse_model_yaml(std::string_view text, std::string_view source) {
                                                           {"global_batch", &model.global_batch},
                                                           {"dtype_bytes", &model.dtype_bytes}};
   for (const auto& entry : root) {
-    const std::string key = entry.first.as<std::string>();
+    const std::string key = scalar_text(source, entry.first, "a key");
     if (key == "preset") continue;
     if (key == "name" || key == "architecture") {
-      (key == "name" ? model.name : model.architecture) = entry.second.as<std::string>();
+      (key == "name" ? model.name : model.architecture) =
+          scalar_text(source, entry.second, "'" + key + "'");
       continue;
     }
     if (key == "recompute") {

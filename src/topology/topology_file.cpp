@@ -1,6 +1,8 @@
 #include "topology/topology_file.hpp"
 
 #include <fmt/format.h>
+#include <yaml-cpp/eventhandler.h>
+#include <yaml-cpp/parser.h>
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
@@ -451,17 +453,43 @@ Topology FileParser::parse(const YAML::Node& root) {
   return std::move(topology_);
 }
 
+// Where each YAML document starts; every other event is ignored.
+class DocumentMarks : public YAML::EventHandler {
+ public:
+  void OnDocumentStart(const YAML::Mark& mark) override { starts.push_back(mark); }
+  void OnDocumentEnd() override {}
+  void OnNull(const YAML::Mark&, YAML::anchor_t) override {}
+  void OnAlias(const YAML::Mark&, YAML::anchor_t) override {}
+  void OnScalar(const YAML::Mark&, const std::string&, YAML::anchor_t,
+                const std::string&) override {}
+  void OnSequenceStart(const YAML::Mark&, const std::string&, YAML::anchor_t,
+                       YAML::EmitterStyle::value) override {}
+  void OnSequenceEnd() override {}
+  void OnMapStart(const YAML::Mark&, const std::string&, YAML::anchor_t,
+                  YAML::EmitterStyle::value) override {}
+  void OnMapEnd() override {}
+
+  std::vector<YAML::Mark> starts;
+};
+
 }  // namespace
 
 Topology parse_topology_yaml(std::string_view text, std::string_view source_name) {
   FileParser parser(source_name);
   try {
-    std::vector<YAML::Node> documents = YAML::LoadAll(std::string(text));
-    if (documents.empty()) parser.fail_at(YAML::Mark::null_mark(), "the file is empty");
-    if (documents.size() > 1) {
-      parser.fail_at(documents[1].Mark(), "expected one YAML document, found {}", documents.size());
+    // Count the documents without YAML::LoadAll: on some malformed input (a ',' at the top
+    // level) yaml-cpp 0.7 yields empty documents forever, and LoadAll collects them until memory
+    // runs out. Two are enough to know the file is wrong.
+    std::istringstream stream{std::string(text)};
+    YAML::Parser documents(stream);
+    DocumentMarks marks;
+    while (marks.starts.size() < 2 && documents.HandleNextDocument(marks)) {
     }
-    return parser.parse(documents.front());
+    if (marks.starts.empty()) parser.fail_at(YAML::Mark::null_mark(), "the file is empty");
+    if (marks.starts.size() > 1) {
+      parser.fail_at(marks.starts[1], "expected one YAML document, found more");
+    }
+    return parser.parse(YAML::Load(std::string(text)));
   } catch (const YAML::Exception& e) {
     // e.msg is yaml-cpp's text without its own position prefix.
     parser.fail_at(e.mark, "invalid YAML: {}", e.msg);
