@@ -20,7 +20,9 @@ expect_not_contains() {
 free_port() {
   local port
   for _ in $(seq 1 100); do
-    port=$(( 20000 + RANDOM % 40000 ))
+    # Below the kernel's ephemeral range (32768+ here): a port some client connection holds
+    # (or left in TIME_WAIT) would pass the check below and still refuse the listener.
+    port=$(( 20000 + RANDOM % 12000 ))
     if ! (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
       echo "$port"
       return 0
