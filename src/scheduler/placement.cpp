@@ -121,11 +121,11 @@ void finish_placement(const Topology& topo, const JobLayout& layout, Placement& 
       p.pp_groups.push_back(make_group(GroupKind::kPipeline, std::move(ranks)));
     }
   }
-  int layer = 0;
+  std::vector<int> layers;
+  for (const Stage& stage : p.stages) layers.push_back(stage.layers);
+  set_layers(p, layers);
   for (int s = 0; s < p.pp; ++s) {
     Stage& stage = p.stages[s];
-    stage.first_layer = layer;
-    layer += stage.layers;
     stage.hosts.clear();
     for (int d = 0; d < p.dp; ++d) {
       for (int t = 0; t < p.tp; ++t) {
@@ -140,6 +140,17 @@ void finish_placement(const Topology& topo, const JobLayout& layout, Placement& 
     for (int h : stage.hosts) {
       if (topo.hosts[h].island != stage.island) stage.island.clear();
     }
+  }
+}
+
+void set_layers(Placement& p, const std::vector<int>& layers) {
+  require(layers.size() == p.stages.size(), "{} layer counts for {} stages", layers.size(),
+          p.stages.size());
+  int first = 0;
+  for (std::size_t s = 0; s < layers.size(); ++s) {
+    p.stages[s].first_layer = first;
+    p.stages[s].layers = layers[s];
+    first += layers[s];
   }
 }
 

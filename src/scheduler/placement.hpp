@@ -79,6 +79,9 @@ const topology::LinkClass& placement_link(const topology::Topology& topo, const 
 // `p.grid`, `p.tp/pp/dp` and each stage's `layers` must be set.
 void finish_placement(const topology::Topology& topo, const JobLayout& layout, Placement& p);
 
+// Sets each stage's layer count and first layer; groups and hosts do not depend on them.
+void set_layers(Placement& p, const std::vector<int>& layers);
+
 // Megatron-LM's order (tp fastest, then dp, then pipeline stage) over ranks in host order, with
 // layers split evenly (the first stages take one more when they do not divide).
 Placement naive_placement(const topology::Topology& topo, const JobLayout& layout,

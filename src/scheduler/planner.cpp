@@ -122,8 +122,7 @@ Plan make_plan(const Topology& topo, const JobLayout& layout, const ModelSpec& m
       Candidate c{holmes_placement(topo, layout, model, tp, pp), {}};
       const StepModel step_model(topo, layout, model, c.placement, constraints.device_tflops);
       const std::vector<int> layers = partition_layers(step_model, pp);
-      for (int s = 0; s < pp; ++s) c.placement.stages[s].layers = layers[s];
-      finish_placement(topo, layout, c.placement);
+      set_layers(c.placement, layers);
       c.step = step_model.predict(layers);
       double memory = 0;
       for (const StageTime& st : c.step.stages) memory = std::max(memory, st.memory_gb);
