@@ -54,6 +54,21 @@ bool Completion::wait_until(const Deadline& deadline, std::chrono::microseconds 
   // (more in a virtual machine) and would dominate small messages. Yielding, not spinning:
   // another rank's thread on this core runs meanwhile.
   const auto spin_until = std::chrono::steady_clock::now() + yield_first;
+  if (progress_ && yield_first.count() > 0) {
+    // Do the transport's work here rather than wait for its thread to be woken and scheduled.
+    progress_->start_polling();
+    bool satisfied = false;
+    while (!satisfied && std::chrono::steady_clock::now() < spin_until) {
+      progress_->poll();
+      satisfied = done();
+      if (!satisfied) {
+        std::this_thread::yield();
+        satisfied = done();
+      }
+    }
+    progress_->stop_polling(satisfied);
+    if (satisfied) return true;
+  }
   while (std::chrono::steady_clock::now() < spin_until) {
     std::this_thread::yield();
     if (done()) return true;

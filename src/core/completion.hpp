@@ -22,6 +22,20 @@ namespace holmes {
 // sleeps (see Transport::yield_before_sleep).
 inline constexpr std::chrono::microseconds kYieldBeforeSleep{50};
 
+// Work a waiter can do itself while it waits, instead of only waiting for another thread to do
+// it: a shared-memory transport's progress (read the rings, deliver, post receives). Handing
+// every small message from the transport's thread to the waiting thread costs a wake-up through
+// the kernel each time; polling from the waiter does not. Implementations never block.
+class Progress {
+ public:
+  virtual ~Progress() = default;
+  // Bracket a waiter's calls of poll(); `satisfied` says whether what it waited for has
+  // happened (otherwise it is about to sleep and another thread must take over).
+  virtual void start_polling() = 0;
+  virtual void poll() = 0;
+  virtual void stop_polling(bool satisfied) = 0;
+};
+
 class Completion {
  public:
   Completion() = default;
@@ -36,7 +50,11 @@ class Completion {
   hm_status_t status() const { return status_; }
   const std::string& message() const { return message_; }
 
-  // Blocks until done or the deadline; returns done().
+  // Lets waiters drive `progress` while they yield (set before the completion is handed out).
+  void set_progress(std::shared_ptr<Progress> progress) { progress_ = std::move(progress); }
+
+  // Blocks until done or the deadline; returns done(). For `yield_first` it yields the core
+  // between checks (and polls the progress, when there is one) before it sleeps.
   bool wait_until(const Deadline& deadline,
                   std::chrono::microseconds yield_first = std::chrono::microseconds(0));
 
@@ -55,6 +73,7 @@ class Completion {
   hm_status_t status_ = HM_SUCCESS;
   std::string message_;
   std::vector<std::function<void(const Completion&)>> callbacks_;
+  std::shared_ptr<Progress> progress_;
 };
 
 using CompletionPtr = std::shared_ptr<Completion>;

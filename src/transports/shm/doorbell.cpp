@@ -20,11 +20,29 @@ long futex(std::uint32_t* word, int op, std::uint32_t value, const timespec* tim
 void ring_doorbell(SegmentHeader& header) {
   // seq_cst on both sides (this bump then the `sleeping` load; the sleeper's `sleeping` store then
   // its doorbell load) orders them in one total order: either the sleeper sees the bump and does
-  // not sleep, or this side sees `sleeping` and wakes it.
+  // not sleep, or this side sees `sleeping` and wakes it. The same holds for `polling`: a poller
+  // that stops decrements it and then reads the doorbell, so it sees this bump whenever this
+  // side saw it polling and skipped the wake.
+  std::atomic_ref<std::uint32_t>(header.doorbell).fetch_add(1, std::memory_order_seq_cst);
+  if (std::atomic_ref<std::uint32_t>(header.polling).load(std::memory_order_seq_cst) != 0) return;
+  if (std::atomic_ref<std::uint32_t>(header.sleeping).load(std::memory_order_seq_cst) != 0) {
+    futex(&header.doorbell, FUTEX_WAKE, INT_MAX, nullptr);
+  }
+}
+
+void wake_owner(SegmentHeader& header) {
   std::atomic_ref<std::uint32_t>(header.doorbell).fetch_add(1, std::memory_order_seq_cst);
   if (std::atomic_ref<std::uint32_t>(header.sleeping).load(std::memory_order_seq_cst) != 0) {
     futex(&header.doorbell, FUTEX_WAKE, INT_MAX, nullptr);
   }
+}
+
+void start_polling(SegmentHeader& header) {
+  std::atomic_ref<std::uint32_t>(header.polling).fetch_add(1, std::memory_order_seq_cst);
+}
+
+void stop_polling(SegmentHeader& header) {
+  std::atomic_ref<std::uint32_t>(header.polling).fetch_sub(1, std::memory_order_seq_cst);
 }
 
 std::uint32_t doorbell_value(SegmentHeader& header) {

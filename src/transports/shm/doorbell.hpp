@@ -3,7 +3,8 @@
 // The owner sleeps on one futex word in its own segment (shared, not FUTEX_PRIVATE, so other
 // processes can wake it). Whoever has news for it - a peer that wrote records into its ring or
 // freed space in a ring it writes, the owner's own caller threads with new requests - bumps the
-// word and, only when the owner says it sleeps, makes the wake system call. The owner reads the
+// word and, only when the owner says it sleeps and none of its threads polls, makes the wake
+// system call. The owner reads the
 // word before looking for work and sleeps only if it has not moved since, so a bump can never
 // be lost between "nothing to do" and "asleep".
 #pragma once
@@ -15,8 +16,18 @@
 
 namespace holmes::shm {
 
-// Wakes the owner of `header` (any process, any thread).
+// Tells the owner of `header` there is news (any process, any thread): wakes its progress
+// thread, unless one of the owner's threads is polling and will see it anyway.
 void ring_doorbell(SegmentHeader& header);
+
+// The owner only: wakes its own progress thread whether or not anyone polls.
+void wake_owner(SegmentHeader& header);
+
+// The owner only: a thread starts or stops polling the owner's rings itself (see
+// SegmentHeader::polling). Whoever stops must then make sure nothing that arrived meanwhile is
+// left unseen (wake_owner when in doubt).
+void start_polling(SegmentHeader& header);
+void stop_polling(SegmentHeader& header);
 
 // The owner only: the value to hand to sleep_on_doorbell, read before looking for work.
 std::uint32_t doorbell_value(SegmentHeader& header);

@@ -23,7 +23,7 @@ namespace holmes::shm {
 
 // "HOLMESHM" read as a little-endian 64-bit number.
 inline constexpr std::uint64_t kSegmentMagic = 0x4d4853454d4c4f48ull;
-inline constexpr std::uint32_t kLayoutVersion = 1;
+inline constexpr std::uint32_t kLayoutVersion = 2;
 inline constexpr std::size_t kPageBytes = 4096;
 inline constexpr std::size_t kHeaderBytes = kPageBytes;
 inline constexpr std::size_t kRingControlBytes = kPageBytes;
@@ -75,6 +75,9 @@ struct alignas(kCacheLine) SegmentHeader {
   // Futex word the owner's progress thread sleeps on; anyone with news for it bumps it.
   alignas(kCacheLine) std::uint32_t doorbell;
   std::uint32_t sleeping;  // 1 while the owner is (about to be) asleep: ring it with a wake
+  // How many of the owner's threads are polling its rings themselves (waiters that do the
+  // progress thread's work): while any are, a peer's news needs no wake system call.
+  std::uint32_t polling;
 };
 static_assert(sizeof(SegmentHeader) <= kHeaderBytes);
 static_assert(std::is_trivially_copyable_v<SegmentHeader>);

@@ -16,6 +16,7 @@
 #include <mutex>
 #include <new>
 #include <optional>
+#include <shared_mutex>
 #include <string_view>
 #include <thread>
 #include <unordered_map>
@@ -190,6 +191,27 @@ struct Command {
   std::shared_ptr<std::promise<void>> done;
 };
 
+class ShmTransport;
+
+// What a thread waiting for one of the endpoint's requests calls (Completion::wait_until): it
+// runs passes of the progress loop itself. Requests may outlive the endpoint, so they hold this
+// small object, which the endpoint detaches before it goes.
+class CallerProgress final : public Progress {
+ public:
+  explicit CallerProgress(ShmTransport& transport) : transport_(&transport) {}
+  void start_polling() override;
+  void poll() override;
+  void stop_polling(bool satisfied) override;
+  void detach() {
+    std::unique_lock alive(alive_);
+    transport_ = nullptr;
+  }
+
+ private:
+  std::shared_mutex alive_;
+  ShmTransport* transport_;
+};
+
 class ShmTransport final : public Transport {
  public:
   ShmTransport(const TransportOptions& options, const ShmTuning& tuning);
@@ -205,11 +227,16 @@ class ShmTransport final : public Transport {
                       std::span<std::byte> data) override;
   void shutdown(hm_status_t status, const std::string& why, bool wait) override;
   LinkProperties link(int peer) const override;
-  std::chrono::microseconds yield_before_sleep(int) const override { return kYieldBeforeSleep; }
+  std::chrono::microseconds yield_before_sleep(int) const override { return tuning_.poll_window; }
   void fail_peer(int peer, hm_status_t status, const std::string& message) override;
   void set_peer_failure_listener(PeerFailureListener listener) override {
     failure_listener_ = std::move(listener);
   }
+
+  // For CallerProgress: a waiting caller's share of the progress loop.
+  void start_polling() { shm::start_polling(own_.header()); }
+  void poll();
+  void stop_polling(bool satisfied);
 
  private:
   // Hands a command to the progress thread; false (and nothing queued) once it has stopped.
@@ -223,10 +250,19 @@ class ShmTransport final : public Transport {
   // thread has been told to expect the rest, from `sent` bytes on.
   bool write_directly(int peer, std::uint64_t tag, std::uint32_t signature,
                       std::span<const std::byte> data, std::uint64_t& sent);
-  void wake() { ring_doorbell(own_.header()); }
+  void wake() { wake_owner(own_.header()); }
+  // On a caller's thread: posts a receive itself when no one else is in a pass; false when it
+  // must go to the progress thread instead.
+  bool post_directly(Command& command);
 
-  // Everything below runs on the progress thread only.
+  // Everything below runs with pass_mutex_ held: on the progress thread, or on a waiting
+  // caller's thread (poll, post_directly).
   void run();
+  // One pass of the progress loop; whether it did anything.
+  bool pass();
+  // Whether the progress thread must be woken now: news arrived since the last pass, or the
+  // passes done meanwhile left work due before it would wake by itself.
+  bool progress_thread_needed(Clock::time_point now);
   bool take_commands();
   void handle(Command& command);
   void want_attach(int peer);
@@ -268,13 +304,15 @@ class ShmTransport final : public Transport {
   // peer_gone once the ring from `peer` is drained: messages it wrote before are still delivered.
   void end_after_drain(int peer, hm_status_t status, std::string message, bool log);
   void do_shutdown(hm_status_t status, const std::string& why);
-  std::chrono::nanoseconds sleep_bound(Clock::time_point now) const;
+  // How long the progress thread may sleep (counting the liveness checks or not).
+  std::chrono::nanoseconds sleep_bound(Clock::time_point now, bool liveness = true) const;
   std::string peer_name(int peer) const;
 
   TransportOptions options_;
   ShmTuning tuning_;
   Proofs proofs_;
   OwnSegment own_;
+  std::uint64_t context_hash_ = context_hash(options_.context);  // what peers' segments must say
   // A word of this process's memory a consumer reads to test cross-memory attach.
   std::uint64_t cma_probe_ = 0;
 
@@ -286,12 +324,23 @@ class ShmTransport final : public Transport {
   // Callers -> progress thread.
   std::mutex mutex_;
   std::vector<Command> commands_;
+  std::atomic<bool> commands_queued_{false};  // commands_ is not empty
   bool accepting_ = true;  // false once the progress thread has stopped (or never will start)
   hm_status_t final_status_ = HM_ERR_ABORTED;
   std::string final_why_ = "the shm transport was shut down";
   std::thread thread_;
 
-  // Progress thread state.
+  // Whoever holds pass_mutex_ may touch the progress state below: the progress thread during
+  // its passes, a waiting caller while it polls (try_lock only: a caller never waits for it).
+  std::mutex pass_mutex_;
+  std::atomic<std::thread::id> pass_owner_{};
+  std::shared_ptr<CallerProgress> caller_progress_ = std::make_shared<CallerProgress>(*this);
+  // The doorbell's value when the last pass began, and when the progress thread will wake by
+  // itself (max while it is awake).
+  std::uint32_t last_pass_seen_ = 0;
+  Clock::time_point progress_sleep_until_ = Clock::time_point::max();
+
+  // Progress state.
   std::vector<Peer> peers_;
   Matcher matcher_{[this](int peer) { return peer_name(peer); }};
   std::vector<CompletionPtr> connect_waiters_;
@@ -312,6 +361,7 @@ ShmTransport::ShmTransport(const TransportOptions& options, const ShmTuning& tun
 }
 
 ShmTransport::~ShmTransport() {
+  caller_progress_->detach();
   shutdown(HM_ERR_ABORTED, "the communicator was destroyed", true);
   if (thread_.joinable()) thread_.join();
 }
@@ -368,6 +418,7 @@ bool ShmTransport::submit(Command command) {
     std::lock_guard lock(mutex_);
     if (!accepting_ || !thread_.joinable()) return false;
     commands_.push_back(std::move(command));
+    commands_queued_.store(true, std::memory_order_release);
   }
   wake();
   return true;
@@ -391,6 +442,7 @@ CompletionPtr ShmTransport::isend(int peer, std::uint64_t tag, std::uint32_t sig
     request->complete();
     return request;
   }
+  if (tuning_.caller_progress) request->set_progress(caller_progress_);
   Command c;
   c.kind = Command::Kind::kSend;
   c.peer = peer;
@@ -443,6 +495,7 @@ CompletionPtr ShmTransport::irecv(int peer, std::uint64_t tag, std::uint32_t sig
   require(peer >= 0 && peer < size_.load() && peer != rank_.load(),
           "shm: cannot receive from rank {}", peer);
   auto request = std::make_shared<Completion>();
+  if (tuning_.caller_progress) request->set_progress(caller_progress_);
   Command c;
   c.kind = Command::Kind::kRecv;
   c.peer = peer;
@@ -450,7 +503,102 @@ CompletionPtr ShmTransport::irecv(int peer, std::uint64_t tag, std::uint32_t sig
   c.signature = signature;
   c.recv_data = data;
   c.request = request;
+  if (post_directly(c)) return request;
   return submit_request(std::move(c));
+}
+
+bool ShmTransport::post_directly(Command& c) {
+  // A completion callback run by a pass on this thread may post a receive: that one goes the
+  // long way (the pass is in the middle of its work).
+  if (!tuning_.caller_progress ||
+      pass_owner_.load(std::memory_order_relaxed) == std::this_thread::get_id()) {
+    return false;
+  }
+  std::unique_lock lock(pass_mutex_, std::try_to_lock);
+  if (!lock.owns_lock() || closed_) return false;
+  {
+    std::lock_guard queue(mutex_);
+    if (!accepting_ || !thread_.joinable()) return false;
+  }
+  pass_owner_.store(std::this_thread::get_id(), std::memory_order_relaxed);
+  take_commands();  // whatever was queued before this receive goes first
+  if (!closed_) {
+    try {
+      handle(c);
+    } catch (const std::exception& e) {  // out of memory in the matcher: fail this request only
+      c.request->complete(HM_ERR_OUT_OF_MEMORY, fmt::format("shm: {}", e.what()));
+    }
+  } else {
+    std::lock_guard queue(mutex_);
+    c.request->complete(final_status_, final_why_);
+  }
+  const bool wake_needed = progress_thread_needed(Clock::now());
+  pass_owner_.store(std::thread::id(), std::memory_order_relaxed);
+  lock.unlock();
+  if (wake_needed) wake();
+  return true;
+}
+
+void CallerProgress::start_polling() {
+  std::shared_lock alive(alive_);
+  if (transport_ != nullptr) transport_->start_polling();
+}
+
+void CallerProgress::poll() {
+  std::shared_lock alive(alive_);
+  if (transport_ != nullptr) transport_->poll();
+}
+
+void CallerProgress::stop_polling(bool satisfied) {
+  std::shared_lock alive(alive_);
+  if (transport_ != nullptr) transport_->stop_polling(satisfied);
+}
+
+void ShmTransport::poll() {
+  if (pass_owner_.load(std::memory_order_relaxed) == std::this_thread::get_id()) return;
+  std::unique_lock lock(pass_mutex_, std::try_to_lock);
+  if (!lock.owns_lock() || closed_) return;
+  pass_owner_.store(std::this_thread::get_id(), std::memory_order_relaxed);
+  pass();
+  const bool ended = closed_;
+  pass_owner_.store(std::thread::id(), std::memory_order_relaxed);
+  lock.unlock();
+  if (ended) wake();  // the progress thread finishes the shutdown
+}
+
+void ShmTransport::stop_polling(bool satisfied) {
+  shm::stop_polling(own_.header());
+  // A waiter about to sleep hands over to the progress thread.
+  if (!satisfied || pass_owner_.load(std::memory_order_relaxed) == std::this_thread::get_id()) {
+    wake();
+    return;
+  }
+  // Peers skipped the wake system call while this thread polled. News that came after its last
+  // pass is read by one more pass here (peers wake the progress thread again from now on, unless
+  // someone else polls). When another thread is in a pass, wake the progress thread instead:
+  // that costs no system call when it is the one awake.
+  std::unique_lock lock(pass_mutex_, std::try_to_lock);
+  if (!lock.owns_lock()) {
+    wake();
+    return;
+  }
+  pass_owner_.store(std::this_thread::get_id(), std::memory_order_relaxed);
+  if (!closed_ && doorbell_value(own_.header()) != last_pass_seen_) pass();
+  const bool wake_needed = closed_ || progress_thread_needed(Clock::now());
+  pass_owner_.store(std::thread::id(), std::memory_order_relaxed);
+  lock.unlock();
+  if (wake_needed) wake();
+}
+
+bool ShmTransport::progress_thread_needed(Clock::time_point now) {
+  // Work due before the progress thread wakes by itself (a parked message's grace, a pull to
+  // continue, an attach to retry) needs it now, and so do copies a pass started and only the
+  // progress thread would go on with. The liveness check does not: the thread wakes for it every
+  // period anyway.
+  for (const auto& p : peers_) {
+    if (!p.pulls.empty() || (!p.sends.empty() && !p.waiting_for_space)) return true;
+  }
+  return now + sleep_bound(now, false) < progress_sleep_until_;
 }
 
 void ShmTransport::fail_peer(int peer, hm_status_t status, const std::string& message) {
@@ -513,41 +661,37 @@ std::string ShmTransport::peer_name(int peer) const {
 // ---------------------------------------------------------------------------------------------
 
 void ShmTransport::run() {
-  next_liveness_ = Clock::now() + kLivenessPeriod;
-  while (!closed_) {
-    // Read the doorbell before looking for work: anything that arrives after this moves it.
-    const std::uint32_t seen = doorbell_value(own_.header());
-    bool busy = take_commands();
+  {
+    std::lock_guard lock(pass_mutex_);
+    next_liveness_ = Clock::now() + kLivenessPeriod;
+  }
+  while (true) {
+    std::unique_lock lock(pass_mutex_);
     if (closed_) break;
-    try {
-      const auto now = Clock::now();
-      busy |= attach_peers(now);
-      busy |= read_rings(now);
-      busy |= expire_parked(now);
-      busy |= continue_pulls();
-      busy |= write_rings();
-      check_liveness(now);
-      maybe_unlink();
-    } catch (const std::exception& e) {
-      // Nothing here throws by design; should memory run out, fail everything cleanly rather
-      // than terminate the process from this thread.
-      const bool memory = dynamic_cast<const std::bad_alloc*>(&e) != nullptr;
-      const auto why = fmt::format("shm: the progress thread failed: {}", e.what());
-      HM_LOG_ERROR("shm rank {}: {}", rank_.load(), why);
-      do_shutdown(memory ? HM_ERR_OUT_OF_MEMORY : HM_ERR_INTERNAL, why);
-      break;
-    }
-    if (!busy && !closed_) {
-      // Peers answer within microseconds while a collective runs: yield the core a little
-      // before sleeping on the doorbell (a futex wake-up costs tens of microseconds).
+    pass_owner_.store(std::this_thread::get_id(), std::memory_order_relaxed);
+    progress_sleep_until_ = Clock::time_point::max();
+    // Read the doorbell before looking for work: anything that arrives after this moves it.
+    const bool busy = pass();
+    const std::uint32_t seen = last_pass_seen_;
+    pass_owner_.store(std::thread::id(), std::memory_order_relaxed);
+    if (closed_) break;
+    if (busy) continue;
+    const auto now = Clock::now();
+    const auto bound = sleep_bound(now);
+    progress_sleep_until_ = now + bound;
+    lock.unlock();
+    // Peers answer within microseconds while a collective runs: yield the core a little before
+    // sleeping on the doorbell (a futex wake-up costs tens of microseconds). Not while a caller
+    // polls the rings itself: it sees the news first.
+    bool moved = false;
+    if (load_relaxed(own_.header().polling) == 0) {
       const auto spin_until = Clock::now() + kYieldBeforeSleep;
-      bool moved = false;
       while (!moved && Clock::now() < spin_until) {
         std::this_thread::yield();
         moved = doorbell_value(own_.header()) != seen;
       }
-      if (!moved) sleep_on_doorbell(own_.header(), seen, sleep_bound(Clock::now()));
     }
+    if (!moved) sleep_on_doorbell(own_.header(), seen, bound);
   }
   // Stopped: whatever is queued now, or arrives later, fails at once.
   std::vector<Command> left;
@@ -562,9 +706,36 @@ void ShmTransport::run() {
   }
 }
 
-std::chrono::nanoseconds ShmTransport::sleep_bound(Clock::time_point now) const {
+bool ShmTransport::pass() {
+  last_pass_seen_ = doorbell_value(own_.header());
+  bool busy = take_commands();
+  if (closed_) return busy;
+  try {
+    const auto now = Clock::now();
+    busy |= attach_peers(now);
+    busy |= read_rings(now);
+    busy |= expire_parked(now);
+    busy |= continue_pulls();
+    busy |= write_rings();
+    check_liveness(now);
+    maybe_unlink();
+  } catch (const std::exception& e) {
+    // Nothing here throws by design; should memory run out, fail everything cleanly rather
+    // than terminate the process from this thread.
+    const bool memory = dynamic_cast<const std::bad_alloc*>(&e) != nullptr;
+    const auto why = fmt::format("shm: the progress loop failed: {}", e.what());
+    HM_LOG_ERROR("shm rank {}: {}", rank_.load(), why);
+    do_shutdown(memory ? HM_ERR_OUT_OF_MEMORY : HM_ERR_INTERNAL, why);
+  }
+  return busy;
+}
+
+std::chrono::nanoseconds ShmTransport::sleep_bound(Clock::time_point now, bool liveness) const {
+  // The liveness check's period bounds every sleep (it only looks when requests are pending, but
+  // waking when nothing is costs two wake-ups a second and keeps the bound simple for callers
+  // that post receives themselves).
   Clock::time_point until = now + kIdleWait;
-  bool pending = false;
+  if (liveness) until = std::min(until, std::max(now, next_liveness_));
   for (const auto& p : peers_) {
     if (p.attach_wanted && !p.segment && p.failure == HM_SUCCESS) {
       until = std::min(until, p.next_attach_try);
@@ -574,18 +745,18 @@ std::chrono::nanoseconds ShmTransport::sleep_bound(Clock::time_point now) const 
     for (const auto& [tag, parked] : p.parked) {
       until = std::min(until, parked.since + tuning_.park_grace);
     }
-    pending = pending || !p.posted.empty() || !p.sends.empty() || !p.awaiting.empty() ||
-              !p.pulls.empty() || !p.parked.empty();
   }
-  if (pending) until = std::min(until, next_liveness_);
   return std::max<std::chrono::nanoseconds>(until - now, 0ns);
 }
 
 bool ShmTransport::take_commands() {
+  // Callers poll many times per message: look before taking the lock.
+  if (!commands_queued_.load(std::memory_order_acquire)) return false;
   std::vector<Command> batch;
   {
     std::lock_guard lock(mutex_);
     batch.swap(commands_);
+    commands_queued_.store(false, std::memory_order_relaxed);
   }
   for (auto& c : batch) {
     if (closed_) {
@@ -636,6 +807,11 @@ void ShmTransport::handle(Command& c) {
         matcher_.fail_posted(c.peer, c.tag, p.failure, p.failure_message);
         break;
       }
+      // Delivered receives leave their entry behind (erased here in bulk rather than on every
+      // delivery, which would cost a lookup per fragment).
+      if (p.posted.size() >= 64) {
+        std::erase_if(p.posted, [](const auto& entry) { return entry.second->done(); });
+      }
       p.posted[c.tag] = c.request;
       // Mapping the sender's segment lets this rank see it close even if it never writes
       // (and is needed anyway to wake it when its ring has room again).
@@ -685,8 +861,7 @@ void ShmTransport::want_attach(int peer) {
 
 bool ShmTransport::attach_peers(Clock::time_point now) {
   bool busy = false;
-  const PeerSegment::Expect base{-1, static_cast<std::uint32_t>(peers_.size()),
-                                 context_hash(options_.context)};
+  const PeerSegment::Expect base{-1, static_cast<std::uint32_t>(peers_.size()), context_hash_};
   for (std::size_t i = 0; i < peers_.size(); ++i) {
     auto& p = peers_[i];
     if (!p.attach_wanted || p.segment || p.failure != HM_SUCCESS || now < p.next_attach_try) {
@@ -1453,6 +1628,10 @@ ShmTuning ShmTuning::from_env() {
   }
   if (auto park = env_int("HOLMES_SHM_PARK_US", 0, 1000000)) {
     tuning.park_grace = std::chrono::microseconds(*park);
+  }
+  if (auto poll = env_int("HOLMES_SHM_POLL", 0, 1)) tuning.caller_progress = *poll == 1;
+  if (auto window = env_int("HOLMES_SHM_POLL_US", 0, 1000000)) {
+    tuning.poll_window = std::chrono::microseconds(*window);
   }
   return tuning;
 }

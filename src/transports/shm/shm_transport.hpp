@@ -49,6 +49,10 @@ namespace holmes::shm {
 //   HOLMES_SHM_CMA_MIN_BYTES   smallest message sent by cross-memory attach (default 1 MiB)
 //   HOLMES_SHM_PARK_US         how long a cross-memory message waits for its receive, and a
 //                              stuck producer for fragments held in its ring (default 2000)
+//   HOLMES_SHM_POLL            0: waiting callers leave all progress to the progress thread
+//                              (default 1: they poll the rings themselves while they wait)
+//   HOLMES_SHM_POLL_US         how long a waiting caller polls (yielding between looks) before
+//                              it sleeps (default 50)
 struct ShmTuning {
   std::uint64_t ring_bytes = 2u << 20;
   // All of an endpoint's rings together stay within this (rings shrink, down to 64 KiB, for
@@ -62,6 +66,9 @@ struct ShmTuning {
   // receive only after its own send has completed (which would otherwise deadlock), at the
   // price of this delay.
   std::chrono::microseconds park_grace{2000};
+  // Whether waiting callers run the progress loop themselves, and for how long before sleeping.
+  bool caller_progress = true;
+  std::chrono::microseconds poll_window{50};
 
   // Defaults overridden by the environment; throws HM_ERR_INVALID_ARGUMENT naming a bad variable.
   static ShmTuning from_env();
