@@ -1,10 +1,14 @@
-// One rank of a fault-injection job (faults_test.sh): every rank runs allreduces in a loop; the
-// victim rank injects its fault at iteration --after: SIGKILL itself (kill), SIGSTOP itself
-// (stop: it freezes), or nothing (none). Before the fault it writes the time into --stamp, so the
-// survivors can say how long detection took. A survivor prints one line,
+// One rank of a fault-injection job (faults_test.sh, link_down_test.sh): every rank runs
+// allreduces in a loop; the victim rank injects its fault at iteration --after: SIGKILL itself
+// (kill), SIGSTOP itself (stop: it freezes), or nothing (none). Before the fault it writes the
+// time into --stamp, so the survivors can say how long detection took. With --fault external the
+// fault comes from outside (the test script takes a link down and writes the stamp itself); rank
+// 0 creates the file --ready once it has finished --after iterations, so the script strikes
+// while every rank is busy. A rank whose call fails prints one line,
 //   "rank R: STATUS after MS ms: MESSAGE"
-// and exits 0 when the call failed with the expected status within --bound-ms of the fault, 3
-// otherwise. With --fault none every rank must finish all iterations (exit 0).
+// and exits 0 when the status is one of --expect (a comma-separated list) and the call failed
+// within --bound-ms of the fault, 3 otherwise. With --fault none every rank must finish all
+// iterations (exit 0).
 #include <holmes/holmes.h>
 
 #include <signal.h>
@@ -15,6 +19,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -33,6 +38,16 @@ const char* arg(int argc, char** argv, const char* name, const char* fallback) {
   return fallback;
 }
 
+// True when `status` is one of the comma-separated names in `expected`.
+bool is_expected(const std::string& expected, const char* status) {
+  std::istringstream names(expected);
+  std::string name;
+  while (std::getline(names, name, ',')) {
+    if (name == status) return true;
+  }
+  return false;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -43,6 +58,8 @@ int main(int argc, char** argv) {
   const double bound_ms = std::atof(arg(argc, argv, "--bound-ms", "5000"));
   const std::string stamp = arg(argc, argv, "--stamp", "/tmp/holmes-fault-stamp");
   const std::string expect = arg(argc, argv, "--expect", "HM_ERR_PEER_FAILED");
+  const std::string ready = arg(argc, argv, "--ready", "");
+  const bool self_inflicted = fault == "kill" || fault == "stop";
 
   hm_comm_t world = nullptr;
   if (const hm_status_t status = hm_init_from_env(&world); status != HM_SUCCESS) {
@@ -53,7 +70,8 @@ int main(int argc, char** argv) {
   hm_comm_rank(world, &rank);
   std::vector<float> data(1024, 1.0f);
   for (int i = 0; i < iterations; ++i) {
-    if (rank == victim && i == after && fault != "none") {
+    if (rank == 0 && i == after && !ready.empty()) std::ofstream(ready) << i << "\n";
+    if (rank == victim && i == after && self_inflicted) {
       std::ofstream(stamp) << std::to_string(now_ms()) << "\n";
       std::fflush(stdout);
       raise(fault == "kill" ? SIGKILL : SIGSTOP);
@@ -68,7 +86,8 @@ int main(int argc, char** argv) {
       std::printf("rank %d: %s after %.0f ms: %s\n", rank, hm_status_string(status), elapsed,
                   hm_last_error_message());
       std::fflush(stdout);
-      const bool ok = expect == hm_status_string(status) && elapsed >= 0 && elapsed <= bound_ms;
+      const bool ok =
+          is_expected(expect, hm_status_string(status)) && elapsed >= 0 && elapsed <= bound_ms;
       hm_comm_destroy(world);
       return ok ? 0 : 3;
     }

@@ -3,11 +3,15 @@
 # `make test-faults` runs 10): a rank killed (SIGKILL) or frozen (SIGSTOP) in the middle of a
 # stream of allreduces, and a stranger with the wrong token. Every survivor must fail its blocked
 # call with the right status, naming the peer, within the timeout + 2 s of the fault; the
-# stranger is refused and the job finishes undisturbed.
+# stranger is refused and the job finishes undisturbed. Then a host's link taken down in an
+# emulated namespace cluster (link_down_test.sh, REPEAT times; skipped without root/netns).
+# HOLMES_FAULT_SCENARIOS picks among "processes link-down" (default both; ctest registers them as
+# faults.inject and faults.link_down).
 # Usage: faults_test.sh BIN_DIR [REPEAT]
 source "$(dirname "$0")/../integration/lib.sh"
 BIN=$1
 REPEAT=${2:-${HOLMES_FAULT_REPEAT:-2}}
+SCENARIOS=" ${HOLMES_FAULT_SCENARIOS:-processes link-down} "
 RANKS=3
 TIMEOUT_MS=3000
 BOUND_MS=$((TIMEOUT_MS + 2000))
@@ -52,33 +56,44 @@ run_job_once() {
   grep -h "after" "$WORK/$name".0 "$WORK/$name".2 | sed 's/^/  /'
 }
 
-for transport in tcp shm; do
-  for i in $(seq 1 "$REPEAT"); do
-    echo "== $transport: a rank killed (SIGKILL), run $i/$REPEAT"
-    TRANSPORT=$transport run_job "kill-$transport-$i" kill HM_ERR_PEER_FAILED
-    echo "== $transport: a rank frozen (SIGSTOP), run $i/$REPEAT"
-    TRANSPORT=$transport run_job "stop-$transport-$i" stop HM_ERR_TIMEOUT
+if [[ $SCENARIOS == *" processes "* ]]; then
+  for transport in tcp shm; do
+    for i in $(seq 1 "$REPEAT"); do
+      echo "== $transport: a rank killed (SIGKILL), run $i/$REPEAT"
+      TRANSPORT=$transport run_job "kill-$transport-$i" kill HM_ERR_PEER_FAILED
+      echo "== $transport: a rank frozen (SIGSTOP), run $i/$REPEAT"
+      TRANSPORT=$transport run_job "stop-$transport-$i" stop HM_ERR_TIMEOUT
+    done
   done
-done
 
-echo "== a stranger with the wrong token is refused; the job is undisturbed"
-port=$(free_port)
-for r in 0 1; do
-  "${CLEAN[@]}" HOLMES_RANK=$r HOLMES_WORLD_SIZE=2 HOLMES_STORE=127.0.0.1:$port \
-    HOLMES_TOKEN=job-token HOLMES_TIMEOUT_MS=20000 \
-    "$BIN/holmes_fault_rank" --fault none --iterations 2000 >"$WORK/job.$r" 2>&1 &
-  eval "job$r=\$!"
-done
-set +e
-"${CLEAN[@]}" HOLMES_RANK=1 HOLMES_WORLD_SIZE=2 HOLMES_STORE=127.0.0.1:$port \
-  HOLMES_TOKEN=wrong-token HOLMES_TIMEOUT_MS=5000 HOLMES_STORE_SERVE=0 \
-  "$BIN/holmes_fault_rank" --fault none --iterations 1 >"$WORK/stranger" 2>&1
-stranger=$?
-wait "$job0"; c0=$?
-wait "$job1"; c1=$?
-set -e
-[ "$stranger" != 0 ] || fail "the stranger joined"
-expect_contains "$WORK/stranger" "HM_ERR_AUTH"
-[ "$c0" = 0 ] && [ "$c1" = 0 ] || { cat "$WORK/job.0" "$WORK/job.1"; fail "the job was disturbed"; }
-expect_contains "$WORK/job.0" "finished 2000 iterations"
+  echo "== a stranger with the wrong token is refused; the job is undisturbed"
+  port=$(free_port)
+  for r in 0 1; do
+    "${CLEAN[@]}" HOLMES_RANK=$r HOLMES_WORLD_SIZE=2 HOLMES_STORE=127.0.0.1:$port \
+      HOLMES_TOKEN=job-token HOLMES_TIMEOUT_MS=20000 \
+      "$BIN/holmes_fault_rank" --fault none --iterations 2000 >"$WORK/job.$r" 2>&1 &
+    eval "job$r=\$!"
+  done
+  set +e
+  "${CLEAN[@]}" HOLMES_RANK=1 HOLMES_WORLD_SIZE=2 HOLMES_STORE=127.0.0.1:$port \
+    HOLMES_TOKEN=wrong-token HOLMES_TIMEOUT_MS=5000 HOLMES_STORE_SERVE=0 \
+    "$BIN/holmes_fault_rank" --fault none --iterations 1 >"$WORK/stranger" 2>&1
+  stranger=$?
+  wait "$job0"; c0=$?
+  wait "$job1"; c1=$?
+  set -e
+  [ "$stranger" != 0 ] || fail "the stranger joined"
+  expect_contains "$WORK/stranger" "HM_ERR_AUTH"
+  [ "$c0" = 0 ] && [ "$c1" = 0 ] || { cat "$WORK/job.0" "$WORK/job.1"; fail "the job was disturbed"; }
+  expect_contains "$WORK/job.0" "finished 2000 iterations"
+fi
+
+if [[ $SCENARIOS == *" link-down "* ]]; then
+  set +e
+  "$(dirname "$0")/link_down_test.sh" "$BIN" "$REPEAT"
+  code=$?
+  set -e
+  [ "$code" = 77 ] && echo "(link down: skipped, it needs root and network namespaces)"
+  [ "$code" = 0 ] || [ "$code" = 77 ] || fail "link down (exit $code)"
+fi
 echo "faults: ok"

@@ -5,6 +5,10 @@
 // order; (tag, offset) place them. decode() bounds-checks every field before anything is used.
 // Flag kFlagChecksum (HOLMES_CHECKSUM=1 on the sender): the payload is followed by its CRC32C,
 // 4 bytes little-endian, which the receiver checks before the fragment counts as received.
+// Tag kNoticeTag is the transport's own: a rank whose communicator failed sends it once to each
+// peer before it closes, with `signature` = its hm_status_t and the reason (UTF-8, at most
+// kMaxNoticeBytes) as payload, so that ranks blocked on it report the cause (a dead link two
+// hops away) instead of "connection closed".
 #pragma once
 
 #include <array>
@@ -21,6 +25,9 @@ constexpr std::size_t kMaxFragmentBytes = 4u << 20;     // a fragment never exce
 constexpr std::uint64_t kMaxMessageBytes = 1ull << 40;  // 1 TiB
 constexpr std::uint32_t kFlagChecksum = 1;
 constexpr std::size_t kChecksumBytes = 4;
+// Collective and point-to-point tags never have all bits set (collectives/context.hpp).
+constexpr std::uint64_t kNoticeTag = ~std::uint64_t{0};
+constexpr std::uint32_t kMaxNoticeBytes = 4096;
 
 struct FrameHeader {
   std::uint32_t signature = 0;

@@ -2,11 +2,16 @@
 
 #include "core/asio.hpp"
 
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
+
 #include <algorithm>
 #include <atomic>
 #include <deque>
 #include <future>
 #include <mutex>
+#include <optional>
 #include <thread>
 #include <unordered_map>
 #include <unordered_set>
@@ -33,6 +38,12 @@ constexpr std::size_t kMinSplitBytes = 64u << 10;
 constexpr int kMaxSocketsPerPeer = 16;
 // Identity a connecting rank sends after its proof: u32 rank, u32 link index, u32 link count.
 constexpr std::size_t kIdentityBytes = 12;
+// A link is declared down once the peer's kernel has acknowledged nothing (data or keepalive
+// probes) for half the communicator's timeout, and never sooner than this: well before the
+// timeout, so that ranks blocked on a rank that sees the dead link learn the cause from its
+// notice before their own waits run out. A healthy link never trips it: a live kernel
+// acknowledges at once, also for a frozen process, as long as its receive buffer has room.
+constexpr std::chrono::milliseconds kMinLiveness{1000};
 
 // One isend: complete when all its fragments have been written to the kernel.
 struct SendOp {
@@ -63,6 +74,7 @@ struct OutLink {
   std::array<std::uint8_t, auth::Verdict::kWireBytes> verdict{};
   auth::Nonce server_nonce{};
   auth::Nonce client_nonce{};
+  std::array<std::uint8_t, 1> probe{};  // the peer never sends here: a read ends only on errors
 };
 
 // A connection a peer opened to this rank; it only receives on it.
@@ -78,6 +90,7 @@ struct InLink {
   std::array<std::uint8_t, auth::Verdict::kWireBytes> verdict{};
   std::array<std::uint8_t, kFrameHeaderBytes> header{};
   std::array<std::uint8_t, kChecksumBytes> trailer{};
+  std::string notice;  // a failed peer's reason (kNoticeTag)
   bool closed = false;
 };
 
@@ -135,6 +148,12 @@ class TcpTransport final : public Transport {
   void discard_payload(const std::shared_ptr<InLink>& link, std::size_t length);
   void in_link_closed(const std::shared_ptr<InLink>& link, const error_code& ec);
   void refuse(const std::shared_ptr<InLink>& link, const std::string& why);
+  void read_notice(const std::shared_ptr<InLink>& link, const FrameHeader& header);
+  void watch_out_link(int peer, const std::shared_ptr<OutLink>& link);
+  void send_notices(hm_status_t status, const std::string& why);
+  // The message for an error that means the path to `peer` is dead (the kernel gave up on the
+  // connection, or has no route); nullopt for other errors.
+  std::optional<std::string> link_down(int peer, const error_code& ec) const;
   void fail_peer_now(int peer, hm_status_t status, const std::string& message);
   void do_shutdown(hm_status_t status, const std::string& why);
   std::string context_for(int from, int to, int index, int count) const;
@@ -142,6 +161,7 @@ class TcpTransport final : public Transport {
   void configure(tcp::socket& socket) const;
 
   TcpOptions options_;
+  std::chrono::milliseconds liveness_;  // a link silent this long is down (kMinLiveness)
   asio::io_context io_;
   asio::executor_work_guard<asio::io_context::executor_type> work_;
   tcp::acceptor acceptor_;
@@ -167,7 +187,10 @@ class TcpTransport final : public Transport {
 };
 
 TcpTransport::TcpTransport(const TcpOptions& options)
-    : options_(options), work_(asio::make_work_guard(io_)), acceptor_(io_) {
+    : options_(options),
+      liveness_(std::max(kMinLiveness, options.connect_timeout / 2)),
+      work_(asio::make_work_guard(io_)),
+      acceptor_(io_) {
   require(options_.sockets_per_peer >= 1 && options_.sockets_per_peer <= kMaxSocketsPerPeer,
           "tcp: sockets per peer must be in [1, {}], got {}", kMaxSocketsPerPeer,
           options_.sockets_per_peer);
@@ -258,6 +281,7 @@ CompletionPtr TcpTransport::isend(int peer, std::uint64_t tag, std::uint32_t sig
                                   std::span<const std::byte> data) {
   require(peer >= 0 && peer < size_.load() && peer != rank_.load(), "tcp: cannot send to rank {}",
           peer);
+  require(tag != kNoticeTag, "tcp: tag {:#x} is reserved for the transport", tag);
   auto request = std::make_shared<Completion>();
   asio::post(io_, [this, peer, tag, signature, data, request] {
     start_send(peer, tag, signature, data, request);
@@ -309,9 +333,37 @@ std::string TcpTransport::context_for(int from, int to, int index, int count) co
   return fmt::format("data|{}|{}->{}|{}/{}", options_.context, from, to, index, count);
 }
 
+std::optional<std::string> TcpTransport::link_down(int peer, const error_code& ec) const {
+  if (ec == asio::error::timed_out) {
+    return fmt::format(
+        "the link to {} is down: the kernel gave up waiting for acknowledgements (limit {} ms; "
+        "{})",
+        peer_name(peer), liveness_.count(), ec.message());
+  }
+  if (ec == asio::error::host_unreachable || ec == asio::error::network_unreachable ||
+      ec == asio::error::network_down) {
+    return fmt::format("the link to {} is down: {}", peer_name(peer), ec.message());
+  }
+  return std::nullopt;
+}
+
 void TcpTransport::configure(tcp::socket& socket) const {
   error_code ignored;
   socket.set_option(tcp::no_delay(true), ignored);
+  // Dead links: the kernel aborts a connection (ETIMEDOUT) when sent data stays unacknowledged
+  // for liveness_ (TCP_USER_TIMEOUT), and probes idle ones often enough to find out as quickly
+  // (keepalive; the user timeout then decides, the probe count never does). A link that goes
+  // down without a word is otherwise silent for the kernel's 15 minutes of retries.
+  const int fd = socket.native_handle();
+  const int on = 1;
+  const auto user_timeout = static_cast<unsigned>(liveness_.count());
+  const int probe_s = std::max<int>(1, static_cast<int>(liveness_.count() / 3000));
+  const int probes = 1000;
+  ::setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &on, sizeof on);
+  ::setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &probe_s, sizeof probe_s);
+  ::setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &probe_s, sizeof probe_s);
+  ::setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &probes, sizeof probes);
+  ::setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &user_timeout, sizeof user_timeout);
   if (options_.socket_buffer_bytes > 0) {
     socket.set_option(asio::socket_base::send_buffer_size(options_.socket_buffer_bytes), ignored);
     socket.set_option(asio::socket_base::receive_buffer_size(options_.socket_buffer_bytes),
@@ -396,7 +448,8 @@ void TcpTransport::write_next(int peer, const std::shared_ptr<OutLink>& link) {
     if (closed_ || link->queue.empty()) return;  // shut down: the op was already failed
     if (ec) {
       fail_peer_now(peer, HM_ERR_PEER_FAILED,
-                    fmt::format("sending to {} failed: {}", peer_name(peer), ec.message()));
+                    link_down(peer, ec).value_or(
+                        fmt::format("sending to {} failed: {}", peer_name(peer), ec.message())));
       return;
     }
     Fragment done = std::move(link->queue.front());
@@ -519,12 +572,70 @@ void TcpTransport::client_handshake(int peer, int index, const std::shared_ptr<O
 void TcpTransport::link_ready(int peer, const std::shared_ptr<OutLink>& link) {
   link->ready = true;
   link->timer.cancel();
+  watch_out_link(peer, link);
   auto& p = peers_[peer];
   if (++p.out_ready < options_.sockets_per_peer) return;
   auto backlog = std::move(p.backlog);
   p.backlog.clear();
   for (auto& f : backlog) enqueue(peer, std::move(f));
   check_connected();
+}
+
+// A send-only link whose writes are all done has no operation that could see it break: this
+// read (the peer never sends on it) is that operation. A dead path ends it with ETIMEDOUT or
+// unreachable; the peer closing ends it with EOF or a reset, which its links to this rank
+// report already (as a process that exited).
+void TcpTransport::watch_out_link(int peer, const std::shared_ptr<OutLink>& link) {
+  link->socket.async_read_some(
+      asio::buffer(link->probe), [this, peer, link](const error_code& ec, std::size_t bytes) {
+        if (closed_ || peers_[peer].failure != HM_SUCCESS) return;
+        if (!ec && bytes > 0) {
+          fail_peer_now(peer, HM_ERR_TRANSPORT,
+                        fmt::format("{} sent bytes on a link that only carries this rank's "
+                                    "messages; connection dropped",
+                                    peer_name(peer)));
+          return;
+        }
+        if (!ec || ec == asio::error::operation_aborted || ec == asio::error::eof ||
+            ec == asio::error::connection_reset || ec == asio::error::broken_pipe) {
+          return;
+        }
+        fail_peer_now(peer, HM_ERR_PEER_FAILED,
+                      link_down(peer, ec).value_or(fmt::format("the connection to {} broke: {}",
+                                                               peer_name(peer), ec.message())));
+      });
+}
+
+// The last words of a failed communicator: one notice to every peer it is still connected to,
+// on a send link that is idle (a link in the middle of a fragment cannot take it, and waiting
+// would block the shutdown). Written without blocking; a link whose kernel buffer is full gets
+// none. The peers then report this rank's reason instead of a bare closed connection.
+void TcpTransport::send_notices(hm_status_t status, const std::string& why) {
+  std::string text = fmt::format("{}: {}", status_name(status), why);
+  if (text.size() > kMaxNoticeBytes) text.resize(kMaxNoticeBytes);
+  FrameHeader h;
+  h.signature = static_cast<std::uint32_t>(status);
+  h.tag = kNoticeTag;
+  h.total = text.size();
+  h.length = static_cast<std::uint32_t>(text.size());
+  const auto header = h.encode();
+  const std::array<asio::const_buffer, 2> frame{asio::buffer(header), asio::buffer(text)};
+  const std::size_t frame_bytes = header.size() + text.size();
+  for (std::size_t peer = 0; peer < peers_.size(); ++peer) {
+    auto& p = peers_[peer];
+    if (p.failure != HM_SUCCESS || p.out_ready < options_.sockets_per_peer) continue;
+    for (auto& link : p.out) {
+      if (!link->ready || link->writing || !link->queue.empty()) continue;
+      error_code ec;
+      link->socket.non_blocking(true, ec);
+      const std::size_t sent = ec ? 0 : link->socket.send(frame, 0, ec);
+      if (sent != frame_bytes) {
+        HM_LOG_DEBUG("tcp rank {}: no notice to rank {}: {}", rank_.load(), peer,
+                     ec ? ec.message() : "kernel buffer full");
+      }
+      break;
+    }
+  }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -650,7 +761,33 @@ void TcpTransport::read_header(const std::shared_ptr<InLink>& link) {
                                                  peer_name(link->peer)));
                        return;
                      }
+                     if (header->tag == kNoticeTag) return read_notice(link, *header);
                      on_fragment(link, *header);
+                   });
+}
+
+void TcpTransport::read_notice(const std::shared_ptr<InLink>& link, const FrameHeader& h) {
+  if (h.length > kMaxNoticeBytes || h.offset != 0 || h.total != h.length || h.flags != 0) {
+    fail_peer_now(link->peer, HM_ERR_TRANSPORT,
+                  fmt::format("{} sent a malformed failure notice ({} bytes); connection dropped",
+                              peer_name(link->peer), h.length));
+    return;
+  }
+  // Ranks that disagree about a call disagree for everyone in it: a mismatch stays a mismatch
+  // (a bug to fix, not a failure to restart from). Any other failure of the peer is one here.
+  const hm_status_t status = h.signature == HM_ERR_MISMATCH ? HM_ERR_MISMATCH : HM_ERR_PEER_FAILED;
+  link->notice.assign(h.length, '\0');
+  asio::async_read(link->socket, asio::buffer(link->notice),
+                   [this, link, status](const error_code& ec, std::size_t) {
+                     if (closed_ || link->closed) return;
+                     if (ec) return in_link_closed(link, ec);
+                     // Text from the network: printable ASCII only in our messages and logs.
+                     for (char& c : link->notice) {
+                       if (c < 0x20 || c > 0x7e) c = '?';
+                     }
+                     fail_peer_now(link->peer, status,
+                                   fmt::format("{} failed and closed its connections: {}",
+                                               peer_name(link->peer), link->notice));
                    });
 }
 
@@ -745,7 +882,9 @@ void TcpTransport::in_link_closed(const std::shared_ptr<InLink>& link, const err
   auto& p = peers_[link->peer];
   if (ec != asio::error::eof) {
     fail_peer_now(link->peer, HM_ERR_PEER_FAILED,
-                  fmt::format("connection from {} broke: {}", peer_name(link->peer), ec.message()));
+                  link_down(link->peer, ec)
+                      .value_or(fmt::format("connection from {} broke: {}", peer_name(link->peer),
+                                            ec.message())));
     return;
   }
   // A clean close: the peer finished (or died and the kernel closed its sockets). Once all its
@@ -809,6 +948,8 @@ void TcpTransport::do_shutdown(hm_status_t status, const std::string& why) {
   error_code ignored;
   acceptor_.close(ignored);
   accept_backoff_.cancel();
+  // A failure (not a destroy or an abort) is worth telling the peers about.
+  if (status != HM_SUCCESS && status != HM_ERR_ABORTED) send_notices(status, why);
   // Close every socket first: from here on no read can land in a caller's buffer.
   for (auto& p : peers_) {
     for (auto& link : p.out) {

@@ -11,6 +11,12 @@
 //   block on their Requests. Nothing spins.
 // - A receive whose message has not arrived yet is posted and the payload is read straight into
 //   its buffer; a message that arrives first is kept until its receive is posted.
+// - Failures name the peer and its link. A link that goes down silently (cable, switch port,
+//   host gone) is found by the kernel: keepalive probes on idle connections and TCP_USER_TIMEOUT
+//   on all abort a connection that has acknowledged nothing for half the communicator's timeout
+//   (at least 1 s), which fails that peer's traffic. A rank whose communicator fails tells its
+//   peers why before it closes (a notice frame, frame.hpp), so a rank blocked on it reports the
+//   dead link two hops away instead of a bare closed connection.
 #pragma once
 
 #include <chrono>
