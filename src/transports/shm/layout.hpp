@@ -31,6 +31,9 @@ inline constexpr std::size_t kCacheLine = 64;
 inline constexpr std::size_t kNonceBytes = 32;
 inline constexpr std::size_t kMacBytes = 32;
 
+// Room for the reason an endpoint gives when it closes.
+inline constexpr std::size_t kCloseReasonBytes = 1024;
+
 // RTS messages a producer may have outstanding with one consumer.
 inline constexpr std::size_t kAckSlots = 64;
 
@@ -70,8 +73,12 @@ struct alignas(kCacheLine) SegmentHeader {
   std::uint64_t total_bytes;          // rings_offset + ring_count * ring_stride
   std::uint8_t owner_mac[kMacBytes];  // proves the owner holds the job token
 
-  // Set when the owner shuts down: nothing it has not consumed yet will be read.
+  // Set when the owner shuts down: nothing it has not consumed yet will be read. Before that it
+  // writes why (an hm_status_t and a NUL-terminated text), so that a peer waiting for it can
+  // report the cause rather than only the closing (read as untrusted bytes).
   alignas(kCacheLine) std::uint32_t closed;
+  std::uint32_t closed_status;
+  char closed_reason[kCloseReasonBytes];
   // Futex word the owner's progress thread sleeps on; anyone with news for it bumps it.
   alignas(kCacheLine) std::uint32_t doorbell;
   std::uint32_t sleeping;  // 1 while the owner is (about to be) asleep: ring it with a wake

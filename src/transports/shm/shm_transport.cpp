@@ -77,6 +77,38 @@ bool process_ended(pid_t pid) {
   return state == 'Z' || state == 'X';
 }
 
+// Records why this endpoint closes in its segment header, for peers waiting on it.
+void write_close_reason(SegmentHeader& header, hm_status_t status, const std::string& why) {
+  const std::size_t n = std::min(why.size(), kCloseReasonBytes - 1);
+  std::memcpy(header.closed_reason, why.data(), n);
+  header.closed_reason[n] = '\0';
+  store_release(header.closed_status, static_cast<std::uint32_t>(status));
+}
+
+// A peer's closing as this rank reports it: the status its waiters get (a disagreement stays a
+// disagreement; anything else is the peer failing) and the message, with the peer's reason
+// when it gave one that says more than a plain destroy. The bytes come from another process:
+// copied once, cut at the buffer's end, non-printable characters replaced.
+std::pair<hm_status_t, std::string> close_reason(SegmentHeader& header, const std::string& peer) {
+  const auto status = static_cast<hm_status_t>(load_acquire(header.closed_status));
+  char copy[kCloseReasonBytes];
+  std::memcpy(copy, header.closed_reason, sizeof(copy));
+  std::string reason(copy, strnlen(copy, sizeof(copy)));
+  for (char& c : reason) {
+    if (c < 0x20 || c > 0x7e) c = '?';
+  }
+  const bool failed = status != HM_SUCCESS && status != HM_ERR_ABORTED && !reason.empty();
+  if (!failed) {
+    return {HM_ERR_PEER_FAILED,
+            fmt::format("{} closed its shm endpoint (process exited or communicator destroyed) "
+                        "while this rank waits for data from it",
+                        peer)};
+  }
+  return {status == HM_ERR_MISMATCH ? HM_ERR_MISMATCH : HM_ERR_PEER_FAILED,
+          fmt::format("{} failed and closed its shm endpoint: {}: {}", peer, status_name(status),
+                      reason)};
+}
+
 std::string mib(std::uint64_t bytes) {
   return bytes % (1u << 20) == 0 ? fmt::format("{} MiB", bytes >> 20)
                                  : fmt::format("{} KiB", bytes >> 10);
@@ -625,6 +657,7 @@ void ShmTransport::shutdown(hm_status_t status, const std::string& why, bool wai
       accepting_ = false;
       final_status_ = status;
       final_why_ = why;
+      write_close_reason(own_.header(), status, why);
       store_release(own_.header().closed, 1u);
       own_.unlink();
     }
@@ -1033,11 +1066,8 @@ bool ShmTransport::read_ring(int peer, Clock::time_point now) {
     if (load_acquire(control.attached) != 0) return verify_producer(peer);
     // Never attached here; if it has closed (or died) nothing will come from it.
     if (p.segment && load_acquire(p.segment->header().closed) != 0) {
-      peer_gone(peer, HM_ERR_PEER_FAILED,
-                fmt::format("{} closed its shm endpoint (process exited or communicator "
-                            "destroyed) while this rank waits for data from it",
-                            peer_name(peer)),
-                false);
+      const auto [status, message] = close_reason(p.segment->header(), peer_name(peer));
+      peer_gone(peer, status, message, false);
     } else if (!p.ending.empty()) {
       peer_gone(peer, p.ending_status, p.ending, p.ending_logged);
     }
@@ -1083,6 +1113,9 @@ bool ShmTransport::read_ring(int peer, Clock::time_point now) {
   if ((closed || ending) && p.pulls.empty() && p.reader->drained()) {
     if (!closed) {  // gone without closing: say how it was found out
       peer_gone(peer, p.ending_status, p.ending, p.ending_logged);
+    } else if (p.segment) {
+      const auto [status, message] = close_reason(p.segment->header(), peer_name(peer));
+      peer_gone(peer, status, message, false);
     } else {
       peer_gone(peer, HM_ERR_PEER_FAILED,
                 fmt::format("{} closed its shm endpoint (process exited or communicator "
@@ -1589,6 +1622,7 @@ void ShmTransport::do_shutdown(hm_status_t status, const std::string& why) {
       store_release(p.writer->control().closed, 1u);
     }
   }
+  write_close_reason(own_.header(), status, why);
   store_release(own_.header().closed, 1u);
   for (auto& p : peers_) {
     if (p.segment) ring_doorbell(p.segment->header());

@@ -361,6 +361,45 @@ TEST_F(ShmTest, MessagesSentBeforeCloseAreDelivered) {
   EXPECT_NE(r3->message().find("closed its shm endpoint"), std::string::npos) << r3->message();
 }
 
+// A peer that closes because its communicator failed says why: ranks waiting on it report that
+// cause (a disagreement stays HM_ERR_MISMATCH), not only that it closed.
+TEST_F(ShmTest, ClosingPeerPassesOnItsReason) {
+  const struct {
+    hm_status_t closes_with;
+    hm_status_t expected;
+  } cases[] = {{HM_ERR_MISMATCH, HM_ERR_MISMATCH},
+               {HM_ERR_TIMEOUT, HM_ERR_PEER_FAILED},
+               {HM_ERR_PEER_FAILED, HM_ERR_PEER_FAILED}};
+  for (const auto& c : cases) {
+    auto endpoints = job(2);
+    for (auto& e : endpoints) ASSERT_TRUE(finishes(e->connect_all()));
+    std::vector<std::byte> buffer(64);
+    auto recv = endpoints[1]->irecv(0, 1, 1, buffer);
+    const std::string why = std::string("allreduce #7 on rank 0: the link to rank 5 is down\n") +
+                            std::string(3000, 'x');  // longer than the room for it
+    endpoints[0]->shutdown(c.closes_with, why, true);
+    ASSERT_TRUE(finishes(recv, 2s));
+    EXPECT_EQ(recv->status(), c.expected) << recv->message();
+    EXPECT_NE(recv->message().find("rank 0"), std::string::npos) << recv->message();
+    EXPECT_NE(recv->message().find(std::string(status_name(c.closes_with)) +
+                                   ": allreduce #7 on rank 0: the link to rank 5 is down?xxx"),
+              std::string::npos)
+        << recv->message();
+    EXPECT_LT(recv->message().size(), 1300u);
+  }
+  // A plain destroy or abort gives no cause beyond the closing.
+  auto endpoints = job(2);
+  for (auto& e : endpoints) ASSERT_TRUE(finishes(e->connect_all()));
+  std::vector<std::byte> buffer(64);
+  auto recv = endpoints[1]->irecv(0, 1, 1, buffer);
+  endpoints[0]->shutdown(HM_ERR_ABORTED, "the communicator was destroyed", true);
+  ASSERT_TRUE(finishes(recv, 2s));
+  EXPECT_EQ(recv->status(), HM_ERR_PEER_FAILED);
+  EXPECT_NE(recv->message().find("closed its shm endpoint"), std::string::npos) << recv->message();
+  EXPECT_EQ(recv->message().find("the communicator was destroyed"), std::string::npos)
+      << recv->message();
+}
+
 TEST_F(ShmTest, FailPeerFailsItsTrafficOnly) {
   auto endpoints = job(3);
   std::vector<std::byte> from1(64);
