@@ -13,8 +13,9 @@
 # hm_last_error_message. Prints each rank's time to detect. After every run no namespace of the
 # cluster (hm-<pid>-*) and no state file may remain, whether the run passed or failed.
 # Needs root and network namespaces: exits 77 (skipped) without them. HOLMES_FAULT_TRANSPORT
-# (default tcp) sets HOLMES_TRANSPORT of the ranks: "auto" puts the ranks of a host on shm, where
-# a rank blocked on its shm neighbour does not yet learn the cause (docs/reliability.md).
+# (default tcp) sets HOLMES_TRANSPORT of the ranks: "auto" puts the ranks of a host on shm, and
+# a rank blocked on its shm neighbour learns the cause from the reason that neighbour leaves in
+# its segment when it closes.
 #
 # Usage: link_down_test.sh BIN_DIR [REPEAT]     (BIN_DIR holds holmes_fault_rank, holmes-topo)
 #        link_down_test.sh --inside DIR SIDE    (run by cluster.sh inside the cluster)
