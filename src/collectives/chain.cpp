@@ -13,6 +13,7 @@ namespace holmes {
 
 void chain_broadcast(CollectiveContext& ctx, void* buffer, std::size_t count, hm_dtype_t dtype,
                      int root) {
+  ctx.set_root(root);
   const int n = ctx.size();
   if (n == 1 || count == 0) return;
   const std::size_t es = dtype_size(dtype);
@@ -49,6 +50,7 @@ void chain_reduce(CollectiveContext& ctx, const void* send, void* recv, std::siz
 
 void chain_reduce(CollectiveContext& ctx, const void* send, void* recv, std::size_t count,
                   hm_dtype_t dtype, hm_op_t op, int root, int average_over) {
+  ctx.set_root(root);
   const int n = ctx.size();
   const std::size_t es = dtype_size(dtype);
   const auto* in = static_cast<const std::byte*>(send);

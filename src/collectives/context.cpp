@@ -1,14 +1,21 @@
 #include "collectives/context.hpp"
 
+#include <algorithm>
 #include <cstring>
+#include <thread>
 
 #include "collectives/device_memory.hpp"
 #include "collectives/staging.hpp"
 #include "core/clock.hpp"
 #include "core/reduce.hpp"
 #include "core/status.hpp"
+#include "transports/matcher.hpp"
 
 namespace holmes {
+
+std::string OperationName::str() const {
+  return fmt::format("{} #{} ({}) on rank {}", collective, sequence, algorithm, rank);
+}
 
 const char* collective_name(CollectiveKind kind) {
   switch (kind) {
@@ -64,7 +71,7 @@ std::uint64_t p2p_tag(std::uint64_t sequence) {
 CollectiveContext::CollectiveContext(Transport& transport, int rank, int size,
                                      std::uint64_t sequence, std::uint32_t signature,
                                      std::chrono::milliseconds timeout, std::size_t chunk_bytes,
-                                     std::string what, CollectiveResources resources)
+                                     OperationName what, CollectiveResources resources)
     : transport_(transport),
       rank_(rank),
       size_(size),
@@ -72,11 +79,13 @@ CollectiveContext::CollectiveContext(Transport& transport, int rank, int size,
       signature_(signature),
       timeout_(timeout),
       chunk_bytes_(chunk_bytes),
-      what_(std::move(what)),
-      resources_(resources) {
+      what_(what),
+      resources_(resources),
+      world_size_(size),
+      probe_after_(std::min(kProbeAfter, timeout / 4)) {
   if (resources_.scratch == nullptr) resources_.scratch = &own_scratch_;
   if (resources_.device != nullptr && resources_.staging == nullptr) {
-    fail(HM_ERR_INTERNAL, "{}: device buffers without a staging pool", what_);
+    fail(HM_ERR_INTERNAL, "{}: device buffers without a staging pool", what_.str());
   }
 }
 
@@ -91,13 +100,16 @@ CollectiveContext::CollectiveContext(const CollectiveContext& parent, std::vecto
       chunk_bytes_(parent.chunk_bytes_),
       what_(parent.what_),
       resources_(parent.resources_),
-      step_base_(step_base) {
+      step_base_(step_base),
+      world_size_(parent.world_size_),
+      root_(parent.root_),
+      probe_after_(parent.probe_after_) {
   // Positions of the parent become communicator ranks here.
   for (std::size_t i = 0; i < members.size(); ++i) {
     if (members[i] == parent.rank_) rank_ = static_cast<int>(i);
     members[i] = parent.member(members[i]);
   }
-  if (rank_ < 0) fail(HM_ERR_INTERNAL, "{}: a view that does not contain this rank", what_);
+  if (rank_ < 0) fail(HM_ERR_INTERNAL, "{}: a view that does not contain this rank", what_.str());
   members_ = std::move(members);
 }
 
@@ -192,15 +204,21 @@ Transfer CollectiveContext::recv(int position, std::uint64_t step, std::span<std
 }
 
 void CollectiveContext::wait(const Transfer& transfer) {
-  if (!transfer.request->wait_until(Deadline::after(timeout_),
-                                    transport_.yield_before_sleep(transfer.peer))) {
-    fail(HM_ERR_TIMEOUT, "{}: timed out after {} ms {} rank {} ({})", what_, timeout_.count(),
-         transfer.receive ? "waiting for data from" : "sending to", transfer.peer,
-         transport_.link(transfer.peer).description);
+  if (!transfer.request->done()) {
+    const auto start = Clock::now();
+    const auto yield = transport_.yield_before_sleep(transfer.peer);
+    bool done = false;
+    if (transfer.receive && probe_after_ < timeout_) {
+      done = transfer.request->wait_until(Deadline(start + probe_after_), yield);
+      if (!done) probe(transfer.peer);
+    }
+    if (!done && !transfer.request->wait_until(Deadline(start + timeout_), yield)) {
+      fail(HM_ERR_TIMEOUT, "{}: timed out after {} ms {} rank {} ({})", what_.str(),
+           timeout_.count(), transfer.receive ? "waiting for data from" : "sending to",
+           transfer.peer, transport_.link(transfer.peer).description);
+    }
   }
-  if (transfer.request->status() != HM_SUCCESS) {
-    fail(transfer.request->status(), "{}: {}", what_, transfer.request->message());
-  }
+  if (transfer.request->status() != HM_SUCCESS) fail_transfer(transfer);
   if (transfer.staged && !transfer.staged->copied) {
     // The chunk is in its pinned slot: copy it in, then give the slot back.
     resources_.device->from_host(transfer.staged->device_target, transfer.staged->slot.get(),
@@ -211,6 +229,51 @@ void CollectiveContext::wait(const Transfer& transfer) {
   if (resources_.progress != nullptr) {
     resources_.progress->fetch_add(1, std::memory_order_relaxed);
   }
+}
+
+void CollectiveContext::fail_transfer(const Transfer& transfer) {
+  const hm_status_t status = transfer.request->status();
+  const std::string& message = transfer.request->message();
+  if (status == HM_ERR_MISMATCH) tell_disagreement(message);
+  fail(status, "{}{}: {}", what_.str(), root_ >= 0 ? fmt::format(" with root {}", root_) : "",
+       message);
+}
+
+void CollectiveContext::probe(int peer) {
+  if (std::find(probed_.begin(), probed_.end(), peer) != probed_.end()) return;
+  probed_.push_back(peer);
+  try {
+    // The transport keeps the send alive; nothing waits for it (a dead peer fails it, and the
+    // receive that probes fails with the peer anyway).
+    transport_.isend(peer, control_tag(ControlType::kProbe, sequence_, root_), signature_, {});
+  } catch (const Error&) {
+    // A transport that refuses it: this receive still ends, by the timeout at the latest.
+  }
+}
+
+void CollectiveContext::tell_disagreement(const std::string& message) {
+  // Whoever found the disagreement tells everyone; a rank that a verdict stopped does not repeat
+  // it (that would be n^2 messages).
+  if (!Matcher::failed_by_verdict(message)) {
+    const auto tag = control_tag(ControlType::kVerdict, sequence_, root_);
+    const int self = member(rank_);
+    std::vector<CompletionPtr> sends;
+    sends.reserve(static_cast<std::size_t>(world_size_));
+    for (int peer = 0; peer < world_size_; ++peer) {
+      if (peer == self) continue;
+      try {
+        sends.push_back(transport_.isend(peer, tag, signature_, {}));
+      } catch (const Error&) {
+        // Best effort: this rank reports the disagreement whatever happens to the verdicts.
+      }
+    }
+    const auto bound = Deadline::after(kVerdictSendBound);
+    for (const auto& send : sends) send->wait_until(bound);
+  }
+  // Either way, pause before this rank's connections close: ranks still waiting on it must
+  // read the verdict (this rank's, or the one that stopped it, maybe still on its way from a
+  // rank they never talked to) before they find this rank gone.
+  std::this_thread::sleep_for(kVerdictLinger);
 }
 
 void CollectiveContext::wait_all(const std::vector<Transfer>& transfers) {

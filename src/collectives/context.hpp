@@ -2,6 +2,12 @@
 // receives to peers. The context makes every tag unique (kind | operation sequence | step) and
 // stamps every message with the operation's signature, so ranks that disagree about the call
 // get HM_ERR_MISMATCH instead of corrupted buffers. Every wait is bounded by the timeout.
+//
+// Disagreements where no message of the other call ever arrives (roots that differ so that
+// every rank waits to receive) are found by probing (transports/matcher.hpp): a receive that
+// has waited kProbeAfter sends the peer it waits on this rank's signature, and that peer's
+// matcher fails its own call in the slot if it differs. A rank that finds a disagreement tells
+// every rank (a verdict) before it leaves, so that all end with HM_ERR_MISMATCH.
 #pragma once
 
 #include <holmes/holmes.h>
@@ -84,11 +90,22 @@ struct CollectiveResources {
   StagingPool* staging = nullptr;  // pinned slots for device transfers (required with device)
 };
 
+// Names a call in error messages: "allreduce #12 (ring) on rank 3". Kept as its parts and
+// formatted only when a message needs it: for a small collective, formatting the name costs a
+// noticeable part of the whole call.
+struct OperationName {
+  const char* collective = "collective";
+  std::uint64_t sequence = 0;
+  const char* algorithm = "";
+  int rank = 0;
+  std::string str() const;
+};
+
 class CollectiveContext {
  public:
   CollectiveContext(Transport& transport, int rank, int size, std::uint64_t sequence,
                     std::uint32_t signature, std::chrono::milliseconds timeout,
-                    std::size_t chunk_bytes, std::string what,
+                    std::size_t chunk_bytes, OperationName what,
                     CollectiveResources resources = CollectiveResources());
 
   // This rank's position and the number of positions: communicator ranks, or positions in a
@@ -111,6 +128,10 @@ class CollectiveContext {
     return members_.empty() ? position : members_[static_cast<std::size_t>(position)];
   }
 
+  // The root of a rooted collective, as a position of this context: named in error messages
+  // and in probes, so that ranks that disagree on it are told both roots.
+  void set_root(int position) { root_ = member(position); }
+
   // Scratch memory for this operation, of the buffers' kind (host or device): reused across the
   // communicator's calls (they never run concurrently), so small collectives do not pay for
   // allocating and touching fresh pages.
@@ -132,15 +153,35 @@ class CollectiveContext {
 
   // Block until the transfer completes (and, for a staged receive, its data is in place);
   // throws holmes::Error naming the operation, the peer and the link on failure or after the
-  // timeout. Each receive is waited for once.
+  // timeout. Each receive is waited for once. A receive still waiting after kProbeAfter probes
+  // its peer (once per peer and context).
   void wait(const Transfer& transfer);
   void wait_all(const std::vector<Transfer>& transfers);
+
+  // How long a receive waits before it probes its peer: far above a message's time on any
+  // link of a healthy call, so a probe follows only a late peer (one empty message, which the
+  // peer's matcher drops when the calls agree) or a disagreement; far below the timeout, so a
+  // disagreement that leaves every rank waiting ends in a fraction of a second.
+  static constexpr std::chrono::milliseconds kProbeAfter{150};
+  // Bounds what a rank that leaves an operation for a disagreement spends on the others: the
+  // sends of its verdicts (if it found the disagreement), then a pause that lets the peers'
+  // transports read the verdicts before this rank's connections close (a closed peer would
+  // otherwise be reported as HM_ERR_PEER_FAILED by ranks that have not read one yet).
+  static constexpr std::chrono::milliseconds kVerdictSendBound{100};
+  static constexpr std::chrono::milliseconds kVerdictLinger{50};
 
  private:
   CollectiveContext(const CollectiveContext& parent, std::vector<int> members,
                     std::uint64_t step_base);
   std::uint64_t full_step(std::uint64_t step) const { return step_base_ + step; }
   std::byte* area(ScratchArea& area, std::size_t bytes);
+  // Sends `peer` (a communicator rank) this rank's call in a probe, unless done before.
+  void probe(int peer);
+  // This rank leaves the operation for a disagreement (described by `message`): tells every
+  // rank, unless a peer's verdict is what stopped it, then gives the verdicts time to land.
+  void tell_disagreement(const std::string& message);
+  // Throws the failure of `transfer`.
+  [[noreturn]] void fail_transfer(const Transfer& transfer);
 
   Transport& transport_;
   int rank_;
@@ -149,11 +190,15 @@ class CollectiveContext {
   std::uint32_t signature_;
   std::chrono::milliseconds timeout_;
   std::size_t chunk_bytes_;
-  std::string what_;
+  OperationName what_;
   CollectiveResources resources_;
   ScratchSpace own_scratch_;  // when the communicator lends none
   std::vector<int> members_;  // communicator rank of each position; empty: the identity
   std::uint64_t step_base_ = 0;
+  int world_size_;  // ranks of the communicator (views: of the whole, not theirs)
+  int root_ = -1;   // communicator rank of the root; -1: not a rooted collective
+  std::chrono::milliseconds probe_after_;
+  std::vector<int> probed_;  // peers this context has probed
 };
 
 }  // namespace holmes

@@ -12,6 +12,7 @@ namespace holmes {
 
 void tree_broadcast(CollectiveContext& ctx, void* buffer, std::size_t count, hm_dtype_t dtype,
                     int root) {
+  ctx.set_root(root);
   const int n = ctx.size();
   const std::size_t bytes = count * dtype_size(dtype);
   if (n == 1 || bytes == 0) return;
@@ -34,6 +35,7 @@ void tree_broadcast(CollectiveContext& ctx, void* buffer, std::size_t count, hm_
 
 void tree_reduce(CollectiveContext& ctx, const void* send, void* recv, std::size_t count,
                  hm_dtype_t dtype, hm_op_t op, int root, int average_over) {
+  ctx.set_root(root);
   const int n = ctx.size();
   const std::size_t bytes = count * dtype_size(dtype);
   const bool is_root = ctx.rank() == root;

@@ -373,11 +373,11 @@ void CommunicatorImpl::execute(const CollectiveCall& call, std::uint64_t sequenc
   const auto signature =
       collective_signature(call.kind, call.count, call.dtype, call.op, call.root) ^
       (static_cast<std::uint32_t>(algorithm) * 0x9e3779b9u);
-  CollectiveContext ctx(*transport_, rank_, size_, sequence, signature, timeout_, chunk_bytes_,
-                        fmt::format("{} #{} ({}) on rank {}", collective_name(call.kind), sequence,
-                                    algorithm_name(algorithm), rank_),
-                        CollectiveResources{&scratch_, &progress_, device,
-                                            device != nullptr ? &staging(*device) : nullptr});
+  CollectiveContext ctx(
+      *transport_, rank_, size_, sequence, signature, timeout_, chunk_bytes_,
+      OperationName{collective_name(call.kind), sequence, algorithm_name(algorithm), rank_},
+      CollectiveResources{&scratch_, &progress_, device,
+                          device != nullptr ? &staging(*device) : nullptr});
   try {
     run(ctx, call, algorithm);
   } catch (const Error& e) {

@@ -1,11 +1,70 @@
 #include "transports/matcher.hpp"
 
 #include <algorithm>
+#include <climits>
 #include <cstring>
 
 #include <fmt/format.h>
 
 namespace holmes {
+namespace {
+
+// Tag layout (collectives/context.hpp): 2 bits kind | 24 bits sequence | 38 bits step.
+constexpr int kSlotShift = 38;
+constexpr std::uint32_t kSlotMask = (1u << 24) - 1;
+constexpr std::uint64_t kKindCollective = 2;
+constexpr std::uint64_t kKindControl = 3;
+// Control tags: the 38 low bits hold 2 bits type | 4 reserved bits | 32 bits root + 1.
+constexpr int kControlTypeShift = 36;
+constexpr std::uint64_t kControlReservedMask = 0xfull << 32;
+constexpr std::uint64_t kControlRootMask = 0xffffffffull;
+
+// Whether `slot` comes after `current` (sequence numbers wrap at 2^24; a rank is never half that
+// many operations away from another).
+bool slot_ahead(std::uint32_t slot, std::uint32_t current) {
+  const std::uint32_t distance = (slot - current) & kSlotMask;
+  return distance != 0 && distance < (kSlotMask + 1) / 2;
+}
+
+// Bounds on what is kept about slots this rank has yet to reach.
+constexpr std::size_t kMaxSlotsAhead = 64;
+constexpr std::size_t kMaxEvidencePerSlot = 4;
+
+// Marks the messages of receives that a peer's verdict failed (Matcher::failed_by_verdict).
+constexpr std::string_view kLeftBecause = "left this operation because it found that the ranks";
+
+std::string describe_root(int root) {
+  return root < 0 ? std::string() : fmt::format(" with root {}", root);
+}
+
+}  // namespace
+
+std::uint64_t control_tag(ControlType type, std::uint64_t sequence, int root) {
+  const std::uint64_t root_field = root < 0 ? 0 : static_cast<std::uint64_t>(root) + 1;
+  return (kKindControl << 62) | ((sequence & kSlotMask) << kSlotShift) |
+         (static_cast<std::uint64_t>(type) << kControlTypeShift) | root_field;
+}
+
+std::optional<DecodedControl> decode_control_tag(std::uint64_t tag) {
+  if ((tag >> 62) != kKindControl) return std::nullopt;
+  DecodedControl decoded;
+  const auto type = (tag >> kControlTypeShift) & 3;
+  const auto root_field = tag & kControlRootMask;
+  if ((type != static_cast<std::uint64_t>(ControlType::kProbe) &&
+       type != static_cast<std::uint64_t>(ControlType::kVerdict)) ||
+      (tag & kControlReservedMask) != 0 || root_field > static_cast<std::uint64_t>(INT_MAX) + 1) {
+    return decoded;  // not valid
+  }
+  decoded.valid = true;
+  decoded.message.type = static_cast<ControlType>(type);
+  decoded.message.slot = static_cast<std::uint32_t>(tag >> kSlotShift) & kSlotMask;
+  decoded.message.root = root_field == 0 ? -1 : static_cast<int>(root_field - 1);
+  return decoded;
+}
+
+bool Matcher::failed_by_verdict(std::string_view message) {
+  return message.find(kLeftBecause) != std::string_view::npos;
+}
 
 std::string Matcher::mismatch(int peer, std::uint64_t their_total, std::uint32_t their_signature,
                               std::size_t our_size, std::uint32_t our_signature) const {
@@ -15,26 +74,83 @@ std::string Matcher::mismatch(int peer, std::uint64_t their_total, std::uint32_t
   }
   return fmt::format(
       "{} is in a different operation (signature {:08x}, expected {:08x}): the ranks disagree "
-      "on collective, count, dtype, op or root",
+      "on collective, count, dtype, op, root or algorithm",
       namer_(peer), their_signature, our_signature);
 }
 
-std::optional<std::uint64_t> Matcher::operation_of(std::uint64_t tag) {
-  // 2 bits kind (binary 10: collective) | 24 bits sequence | 38 bits step. Other kinds (point to
-  // point, and the plain tags transport tests use) are not checked per operation.
-  constexpr int kStepBits = 38;
-  if ((tag >> 62) != 2) return std::nullopt;
-  return tag >> kStepBits;
+std::optional<std::string> Matcher::disagreement(const Evidence& e,
+                                                 std::uint32_t our_signature) const {
+  if (e.control == ControlType::kVerdict) {
+    return fmt::format("{} {} disagree on it (its call{}: signature {:08x}; this rank's: {:08x})",
+                       namer_(e.peer), kLeftBecause, describe_root(e.root), e.signature,
+                       our_signature);
+  }
+  if (e.signature == our_signature) return std::nullopt;
+  if (e.control == ControlType::kProbe) {
+    return fmt::format(
+        "{} waits in this operation for a call{} (signature {:08x}; this rank's: {:08x}): the "
+        "ranks disagree on collective, count, dtype, op, root or algorithm",
+        namer_(e.peer), describe_root(e.root), e.signature, our_signature);
+  }
+  return mismatch(e.peer, 0, e.signature, 0, our_signature);
 }
 
-void Matcher::fail_other_operation(int peer, std::uint64_t operation, std::uint32_t signature) {
+std::optional<std::uint32_t> Matcher::slot_of(std::uint64_t tag) {
+  // Other kinds (point to point, and the plain tags transport tests use) are not checked per
+  // operation.
+  if ((tag >> 62) != kKindCollective) return std::nullopt;
+  return static_cast<std::uint32_t>(tag >> kSlotShift) & kSlotMask;
+}
+
+void Matcher::consider(std::uint32_t slot, const Evidence& evidence) {
+  if (current_ && current_->slot == slot) {
+    if (current_->failure) return;
+    if (auto why = disagreement(evidence, current_->signature)) fail_current(*why);
+    return;
+  }
+  if (current_ && !slot_ahead(slot, current_->slot)) return;  // a slot this rank is done with
+  auto it = ahead_.find(slot);
+  if (it == ahead_.end()) {
+    if (ahead_.size() >= kMaxSlotsAhead) return;
+    it = ahead_.try_emplace(slot).first;
+  }
+  auto& kept = it->second;
+  const bool known = std::any_of(kept.begin(), kept.end(), [&](const Evidence& e) {
+    return e.signature == evidence.signature && e.control == evidence.control;
+  });
+  if (!known && kept.size() < kMaxEvidencePerSlot) kept.push_back(evidence);
+}
+
+bool Matcher::on_control(int peer, std::uint64_t tag, std::uint32_t signature) {
+  const auto decoded = decode_control_tag(tag);
+  if (!decoded || !decoded->valid) return false;
+  consider(decoded->message.slot,
+           Evidence{peer, signature, decoded->message.type, decoded->message.root});
+  return true;
+}
+
+void Matcher::enter(std::uint32_t slot, std::uint32_t signature) {
+  current_ = Current{slot, signature, std::nullopt};
+  if (ahead_.empty()) return;
+  if (const auto it = ahead_.find(slot); it != ahead_.end()) {
+    for (const auto& e : it->second) {
+      if (auto why = disagreement(e, signature)) {
+        current_->failure = std::move(why);
+        break;
+      }
+    }
+  }
+  std::erase_if(ahead_, [slot](const auto& entry) { return !slot_ahead(entry.first, slot); });
+}
+
+void Matcher::fail_current(const std::string& message) {
+  current_->failure = message;
   for (auto it = posted_.begin(); it != posted_.end();) {
-    const auto op = operation_of(it->first.tag);
-    if (it->first.peer == peer && op && *op == operation && it->second.signature != signature) {
-      it->second.request->complete(
-          HM_ERR_MISMATCH,
-          mismatch(peer, it->second.size, signature, it->second.size, it->second.signature));
+    if (slot_of(it->first.tag) == current_->slot) {
+      // `request` may refer to the entry itself: keep the completion alive past the erase.
+      const CompletionPtr request = it->second.request;
       it = posted_.erase(it);
+      request->complete(HM_ERR_MISMATCH, message);
     } else {
       ++it;
     }
@@ -42,20 +158,27 @@ void Matcher::fail_other_operation(int peer, std::uint64_t operation, std::uint3
 }
 
 void Matcher::note_arrival(int peer, std::uint64_t tag, std::uint32_t signature) {
-  const auto op = operation_of(tag);
-  if (!op) return;
-  arrived_operation_[peer] = {*op, signature};
-  const auto posted = posted_operation_.find(peer);
-  if (posted != posted_operation_.end() && posted->second.id == *op &&
-      posted->second.signature != signature) {
-    fail_other_operation(peer, *op, signature);
+  if (const auto slot = slot_of(tag)) {
+    consider(*slot, Evidence{peer, signature, std::nullopt, -1});
+  } else {
+    on_control(peer, tag, signature);  // a malformed one is refused when it is delivered
   }
 }
 
 std::optional<Matcher::Landing> Matcher::land(int peer, const FragmentHeader& h) {
   // A fragment must lie inside its message; transports check this too, the matcher makes sure.
   if (h.offset > h.total || h.length > h.total - h.offset) return std::nullopt;
-  note_arrival(peer, h.tag, h.signature);
+  if ((h.tag >> 62) == kKindControl) {
+    // Consumed here, never matched with a receive; control messages have no payload.
+    if (h.total != 0 || !on_control(peer, h.tag, h.signature)) return std::nullopt;
+    return Landing{};
+  }
+  const auto slot = slot_of(h.tag);
+  if (slot) {
+    consider(*slot, Evidence{peer, h.signature, std::nullopt, -1});
+    // A message of a slot that failed here has no receive to go to: drop it.
+    if (current_ && current_->slot == *slot && current_->failure) return Landing{};
+  }
   const Key key{peer, h.tag};
   if (auto it = posted_.find(key); it != posted_.end()) {
     Posted& r = it->second;
@@ -113,13 +236,10 @@ bool Matcher::post(int peer, std::uint64_t tag, std::uint32_t signature,
                    std::span<std::byte> buffer, const CompletionPtr& request) {
   const Key key{peer, tag};
   Posted r{request, buffer.data(), buffer.size(), signature, 0};
-  if (const auto op = operation_of(tag)) {
-    posted_operation_[peer] = {*op, signature};
-    const auto arrived = arrived_operation_.find(peer);
-    if (arrived != arrived_operation_.end() && arrived->second.id == *op &&
-        arrived->second.signature != signature) {
-      request->complete(HM_ERR_MISMATCH,
-                        mismatch(peer, r.size, arrived->second.signature, r.size, signature));
+  if (const auto slot = slot_of(tag)) {
+    if (!current_ || current_->slot != *slot) enter(*slot, signature);
+    if (current_->failure) {
+      request->complete(HM_ERR_MISMATCH, *current_->failure);
       return true;
     }
   }

@@ -6,12 +6,28 @@
 // A message may arrive as several fragments in any order (tcp spreads them over sockets); each
 // names its offset in the whole. Not thread-safe: a transport calls it from its progress thread.
 //
-// Collective tags (kind bits 10) carry their operation in their top bits (kind | sequence | step,
-// see collectives/context.hpp), and every message of one operation between two ranks carries the
-// same signature. So a message whose signature differs from a receive posted for the same
-// operation, though for another step, is a disagreement too: ranks that called different
-// collectives in one slot exchange messages whose steps never meet, and would otherwise wait for
-// the timeout. Point-to-point tags are not checked this way (their signatures differ by design).
+// Collective tags (kind bits 10) carry their operation's slot in their top bits (kind | sequence
+// | step, see collectives/context.hpp), and every message of one operation carries the same
+// signature on every rank that agrees on the call. So a message whose signature differs from
+// this rank's in the same slot, whatever its step and sender, proves a disagreement: ranks that
+// called different collectives in one slot exchange messages whose steps never meet, and would
+// otherwise wait for the timeout. The slot fails at once: its posted receives, and any posted
+// later. Point-to-point tags are not checked this way (their signatures differ by design).
+//
+// Control messages (kind bits 11, empty) let ranks whose disagreement leaves everyone waiting
+// (roots that differ so that nobody sends) find out without a timeout; the matcher consumes them
+// and never hands them to a receive:
+//  - a probe: "I have waited a while for you in this slot, and this is my call". A collective
+//    sends one to the peer it waits on after a short grace (collectives/context.cpp). If this
+//    rank's call in that slot differs, the slot fails here, now or when this rank reaches it.
+//  - a verdict: "I found that the ranks disagree in this slot and leave it". The rank that
+//    found a disagreement sends one to every rank; the slot fails on each that is in it or has
+//    yet to reach it, so the others end with HM_ERR_MISMATCH too rather than HM_ERR_PEER_FAILED
+//    when the finder's connections close.
+// Both carry the sender's signature and, for rooted collectives, its root (for the message).
+// This rank learns its own call in a slot from the receives it posts there; a rank that only
+// sends in a slot, or has received all it expects there, cannot answer a probe for it (that
+// would need the transports to send a reply from their own thread).
 #pragma once
 
 #include <holmes/holmes.h>
@@ -23,6 +39,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -40,6 +57,24 @@ struct FragmentHeader {
   std::uint64_t length = 0;  // payload bytes of this fragment
 };
 
+// The control messages above. Tag: 2 bits kind (binary 11) | 24 bits sequence (as in collective
+// tags) | 2 bits type | 4 bits zero | 32 bits root + 1 (0: the call has no root). No payload;
+// the signature field carries the sender's operation signature.
+enum class ControlType : std::uint8_t { kProbe = 1, kVerdict = 2 };
+struct ControlMessage {
+  ControlType type = ControlType::kProbe;
+  std::uint32_t slot = 0;  // the operation's sequence number, modulo 2^24
+  int root = -1;           // -1: not a rooted call
+};
+std::uint64_t control_tag(ControlType type, std::uint64_t sequence, int root);
+// nullopt for tags that are not control tags; throws nothing. `valid` is false for a control tag
+// that no rank of this version sends (unknown type, reserved bits, root out of range).
+struct DecodedControl {
+  bool valid = false;
+  ControlMessage message;
+};
+std::optional<DecodedControl> decode_control_tag(std::uint64_t tag);
+
 class Matcher {
  public:
   // Names a peer in error messages, e.g. "rank 3 (tcp 10.0.0.3:4000)".
@@ -54,7 +89,8 @@ class Matcher {
   };
 
   // Phase 1, when a fragment header arrives. A fragment that contradicts earlier fragments of
-  // the same message returns nullopt: the peer broke the protocol, the caller drops it.
+  // the same message, or a malformed control message, returns nullopt: the peer broke the
+  // protocol, the caller drops it.
   std::optional<Landing> land(int peer, const FragmentHeader& header);
   // Phase 2, once `header.length` payload bytes are at landing.target.
   void landed(int peer, const FragmentHeader& header, const Landing& landing);
@@ -63,8 +99,9 @@ class Matcher {
   bool deliver(int peer, const FragmentHeader& header, std::span<const std::byte> payload);
 
   // A message of `tag` from `peer` is here but stays with the transport until its receive is
-  // posted (shm leaves it in the ring): checked against the receives posted for the same
-  // operation, as land() does.
+  // posted (shm leaves it in the ring): checked against this rank's operation in its slot, as
+  // land() does, and a control message takes effect now (it may be delivered again later:
+  // control messages are idempotent).
   void note_arrival(int peer, std::uint64_t tag, std::uint32_t signature);
 
   // Posts a receive. Returns true when it is already finished (its message was here, or did not
@@ -81,6 +118,10 @@ class Matcher {
 
   // Bytes held in unexpected messages (for limits and tests).
   std::size_t unexpected_bytes() const { return unexpected_bytes_; }
+
+  // Whether a receive failed because a peer's verdict said the ranks disagree (so the failing
+  // rank need not tell everyone again): true for the messages those receives fail with.
+  static bool failed_by_verdict(std::string_view message);
 
  private:
   struct Key {
@@ -107,26 +148,48 @@ class Matcher {
     std::size_t received = 0;
     std::vector<std::pair<std::uint64_t, std::shared_ptr<std::vector<std::byte>>>> pieces;
   };
+  // What a peer showed of its call in some slot: a data message, a probe or a verdict.
+  struct Evidence {
+    int peer = -1;
+    std::uint32_t signature = 0;
+    std::optional<ControlType> control;  // nullopt: a data message
+    int root = -1;
+  };
 
   std::string mismatch(int peer, std::uint64_t their_total, std::uint32_t their_signature,
                        std::size_t our_size, std::uint32_t our_signature) const;
-  // The operation a collective tag belongs to; nullopt for other tags.
-  static std::optional<std::uint64_t> operation_of(std::uint64_t tag);
-  // Fails the receives posted for `peer` in `operation` whose signature is not `signature`.
-  void fail_other_operation(int peer, std::uint64_t operation, std::uint32_t signature);
+  // Why this rank's call in a slot cannot go on, given a peer's evidence; nullopt if it can.
+  std::optional<std::string> disagreement(const Evidence& evidence,
+                                          std::uint32_t our_signature) const;
+  // The slot of a collective tag; nullopt for other tags.
+  static std::optional<std::uint32_t> slot_of(std::uint64_t tag);
+  // A peer's evidence about `slot`: judged now if it is this rank's current slot, kept if this
+  // rank has yet to reach it, dropped if this rank is past it.
+  void consider(std::uint32_t slot, const Evidence& evidence);
+  // Handles a control message; false if it is malformed.
+  bool on_control(int peer, std::uint64_t tag, std::uint32_t signature);
+  // This rank posts its first receive in `slot`: judges what peers showed of it beforehand.
+  void enter(std::uint32_t slot, std::uint32_t signature);
+  // Fails the current slot: its posted receives now, and the ones posted later.
+  void fail_current(const std::string& message);
   void account(const Key& key, const CompletionPtr& request, std::size_t bytes);
 
   PeerNamer namer_;
   std::unordered_map<Key, Posted, KeyHash> posted_;
   std::unordered_map<Key, Unexpected, KeyHash> unexpected_;
-  // Per peer, the operation and signature of the latest receive posted and message arrived.
-  struct Operation {
-    std::uint64_t id = 0;
-    std::uint32_t signature = 0;
-  };
-  std::unordered_map<int, Operation> posted_operation_;
-  std::unordered_map<int, Operation> arrived_operation_;
   std::size_t unexpected_bytes_ = 0;
+
+  // This rank's latest collective operation with a posted receive, and why it failed, if it did.
+  struct Current {
+    std::uint32_t slot = 0;
+    std::uint32_t signature = 0;
+    std::optional<std::string> failure;
+  };
+  std::optional<Current> current_;
+  // Evidence about slots this rank has yet to reach: a few distinct items per slot, for a
+  // bounded number of slots (peers run ahead by a few operations at most; the bound only keeps
+  // a hostile peer from growing it).
+  std::unordered_map<std::uint32_t, std::vector<Evidence>> ahead_;
 };
 
 }  // namespace holmes

@@ -1239,6 +1239,9 @@ bool ShmTransport::on_record(int peer, const RingReader::Record& record, bool& k
                                       h.offset, h.length, h.total));
   }
   if (h.kind == static_cast<std::uint32_t>(RecordKind::kData)) {
+    // Control messages (probes, verdicts) are empty and consumed by the matcher at once: never
+    // held in the ring for a receive that will not come.
+    if (keep && decode_control_tag(h.tag)) keep = false;
     if (keep) {
       const auto it = p.posted.find(h.tag);
       keep = it == p.posted.end() || it->second->done();  // wait in the ring for the receive
