@@ -125,6 +125,8 @@ TEST(TcpTransportTest, SizeMismatchIsReported) {
   auto recv = endpoints[1]->irecv(0, 5, 9, too_small);
   auto send = endpoints[0]->isend(1, 5, 9, sent);
   ASSERT_TRUE(finishes(recv));
+  // `sent` is freed before the endpoints: the send must be over first (ASan saw it still going).
+  ASSERT_TRUE(finishes(send));
   EXPECT_EQ(recv->status(), HM_ERR_MISMATCH);
   EXPECT_NE(recv->message().find("1000 bytes"), std::string::npos) << recv->message();
   EXPECT_NE(recv->message().find("rank 0"), std::string::npos) << recv->message();
@@ -206,6 +208,10 @@ TEST(TcpTransportTest, GarbageConnectionIsDropped) {
   ASSERT_TRUE(finishes(recv));
   EXPECT_EQ(recv->status(), HM_SUCCESS);
   EXPECT_EQ(received, sent);
+  // `sent` is freed before the endpoints: the send must be over first. The receive can finish
+  // while the sender's io thread has yet to return from its last write (ASan saw that write).
+  ASSERT_TRUE(finishes(send));
+  EXPECT_EQ(send->status(), HM_SUCCESS) << send->message();
 }
 
 // A man in the middle that forwards every connection to `target` and flips one byte of the

@@ -5,6 +5,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 #include <optional>
 #include <thread>
@@ -50,7 +51,8 @@ class FakeProducer {
   }
   // Raw bytes at the ring's start, published by moving head to `head`.
   void scribble(std::span<const std::byte> bytes, std::uint64_t head) {
-    std::memcpy(segment_->ring_data(0), bytes.data(), bytes.size());
+    // Not memcpy: `bytes` may be empty, and its null data() is not for memcpy (UBSan).
+    std::ranges::copy(bytes, segment_->ring_data(0));
     store_release(control_->head, head);
     ring_doorbell(segment_->header());
   }
