@@ -38,25 +38,29 @@ test-long: build
 
 # Sanitizer builds: their own trees, without CUDA/UCX/verbs (their runtimes are not built with the
 # sanitizers and drown the reports in noise). tests/sanitizers/ has the options and suppressions;
-# SANITIZER_TESTS passes extra ctest arguments (e.g. SANITIZER_TESTS='-R unit').
+# SANITIZER_TESTS passes extra ctest arguments (e.g. SANITIZER_TESTS='-R unit');
+# SANITIZER_SCOPE=ci runs what CI runs (.ci/run): all but the collective matrix's repetitions.
 # -O1 -g1: what the sanitizers' authors recommend (fast enough, line numbers in reports) and
 # quicker to compile than -O2 -g.
 SANITIZER_CMAKE = -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DHOLMES_BUILD_BENCH=OFF \
   -DHOLMES_WITH_CUDA=OFF -DHOLMES_WITH_UCX=OFF -DHOLMES_WITH_VERBS=OFF \
   "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -g1 -DNDEBUG" "-DCMAKE_C_FLAGS_RELWITHDEBINFO=-O1 -g1 -DNDEBUG"
 SANITIZER_TESTS ?=
+SANITIZER_SCOPE ?= full
 
 test-asan: setup
 	@if [ ! -f $(ASAN_BUILD)/build.ninja ]; then cmake -S . -B $(ASAN_BUILD) $(SANITIZER_CMAKE) \
 	  -DHOLMES_SANITIZE=address,undefined >/dev/null; fi
 	@cmake --build $(ASAN_BUILD) --parallel $(CTEST_JOBS)
-	@tests/sanitizers/ctest.sh address $(ASAN_BUILD) $(CTEST_JOBS) $(SANITIZER_TESTS)
+	@SANITIZER_SCOPE=$(SANITIZER_SCOPE) tests/sanitizers/ctest.sh address $(ASAN_BUILD) $(CTEST_JOBS) \
+	  $(SANITIZER_TESTS)
 
 test-tsan: setup
 	@if [ ! -f $(TSAN_BUILD)/build.ninja ]; then cmake -S . -B $(TSAN_BUILD) $(SANITIZER_CMAKE) \
 	  -DHOLMES_SANITIZE=thread >/dev/null; fi
 	@cmake --build $(TSAN_BUILD) --parallel $(CTEST_JOBS)
-	@tests/sanitizers/ctest.sh thread $(TSAN_BUILD) $(CTEST_JOBS) $(SANITIZER_TESTS)
+	@SANITIZER_SCOPE=$(SANITIZER_SCOPE) tests/sanitizers/ctest.sh thread $(TSAN_BUILD) $(CTEST_JOBS) \
+	  $(SANITIZER_TESTS)
 
 # libFuzzer needs clang: the fuzz targets get their own tree, the library instrumented for
 # coverage and ASan+UBSan. tests/fuzz/README.md says how to replay and minimise a finding.

@@ -22,6 +22,17 @@
 #define HM_API
 #endif
 
+/* The enums below have int as their underlying type in C++ (C99 has no way to say it). A C
+ * caller may pass any int for an enum parameter, and the library refuses a value that names
+ * nothing with HM_ERR_INVALID_ARGUMENT; in C++ such a value is undefined behaviour for an enum
+ * without a fixed underlying type (UBSan: "not a valid value for type"), and valid with one.
+ * Size, alignment and calling convention stay those of the C enums. */
+#ifdef __cplusplus
+#define HM_ENUM_BASE : int
+#else
+#define HM_ENUM_BASE
+#endif
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -36,7 +47,7 @@ extern "C" {
 /* ---------------------------------------------------------------------------------------------
  * Results
  * ------------------------------------------------------------------------------------------- */
-typedef enum hm_status {
+typedef enum hm_status HM_ENUM_BASE {
   HM_SUCCESS = 0,
   HM_ERR_INVALID_ARGUMENT = 1, /* null pointer, unknown enum, rank out of range, overflow ... */
   HM_ERR_MISMATCH = 2,         /* ranks disagree on count, dtype, op, root or link */
@@ -63,7 +74,7 @@ HM_API hm_status_t hm_get_version(int* version);
 /* ---------------------------------------------------------------------------------------------
  * Data types and reduction operations
  * ------------------------------------------------------------------------------------------- */
-typedef enum hm_dtype {
+typedef enum hm_dtype HM_ENUM_BASE {
   HM_INT8 = 0,
   HM_UINT8 = 1,
   HM_INT32 = 2,
@@ -79,7 +90,7 @@ typedef enum hm_dtype {
 
 /* Integer sum and product wrap around (two's complement); integer average truncates toward
  * zero. Floating-point average is the sum divided by the number of ranks. */
-typedef enum hm_op {
+typedef enum hm_op HM_ENUM_BASE {
   HM_SUM = 0,
   HM_PROD = 1,
   HM_MIN = 2,
@@ -89,7 +100,7 @@ typedef enum hm_op {
 } hm_op_t;
 
 /* Collectives, and the algorithms they can run with (see hm_comm_set_algorithm). */
-typedef enum hm_collective {
+typedef enum hm_collective HM_ENUM_BASE {
   HM_COLL_ALLREDUCE = 0,
   HM_COLL_REDUCE_SCATTER = 1,
   HM_COLL_ALLGATHER = 2,
@@ -100,7 +111,7 @@ typedef enum hm_collective {
   HM_COLLECTIVE_COUNT = 7
 } hm_collective_t;
 
-typedef enum hm_algorithm {
+typedef enum hm_algorithm HM_ENUM_BASE {
   HM_ALGO_AUTO = 0,               /* chosen per call by the cost model */
   HM_ALGO_RING = 1,               /* pipelined ring: allreduce, reduce_scatter, allgather */
   HM_ALGO_RECURSIVE_DOUBLING = 2, /* allreduce, small messages */
@@ -292,7 +303,7 @@ typedef struct hm_model {
   { sizeof(hm_model_t), NULL, NULL, 0, 0, 0, 0, 0, 0, 0, 0, -1, 0, 0, 0.0, NULL, 0.0 }
 
 /* The kinds of group a plan forms. */
-typedef enum hm_group {
+typedef enum hm_group HM_ENUM_BASE {
   HM_GROUP_TENSOR = 0,   /* tensor parallel: inside one host */
   HM_GROUP_PIPELINE = 1, /* the stages of one model replica, in stage order */
   HM_GROUP_DATA = 2      /* replicas of one stage shard: inside one island */
@@ -325,7 +336,10 @@ HM_API hm_status_t hm_plan_get_json(hm_plan_t plan, char* buffer, size_t capacit
 /* Which placement hm_plan_get_rank and hm_plan_comm_create describe: Holmes's (the default) or
  * the naive one the plan compares against (Megatron-LM's rank order and even layer split), so a
  * trainer can run both on the same machines. Every rank must select the same one. */
-typedef enum hm_placement { HM_PLACEMENT_HOLMES = 0, HM_PLACEMENT_NAIVE = 1 } hm_placement_t;
+typedef enum hm_placement HM_ENUM_BASE {
+  HM_PLACEMENT_HOLMES = 0,
+  HM_PLACEMENT_NAIVE = 1
+} hm_placement_t;
 HM_API hm_status_t hm_plan_select_placement(hm_plan_t plan, hm_placement_t placement);
 
 /* The predicted step time of the plan and of the naive placement, in seconds (either may be

@@ -61,6 +61,14 @@ Verdict Verdict::decode(std::span<const std::uint8_t, kWireBytes> bytes) {
   return v;
 }
 
+void init_crypto() {
+  // Some option must be given: OPENSSL_init_crypto(0, ...) returns at once and initialises
+  // nothing. Loading the configuration is what OpenSSL's first RAND_bytes would do anyway.
+  if (OPENSSL_init_crypto(OPENSSL_INIT_LOAD_CONFIG, nullptr) != 1) {
+    fail(HM_ERR_INTERNAL, "OpenSSL failed to initialise");
+  }
+}
+
 Nonce random_nonce() {
   Nonce n{};
   if (RAND_bytes(n.data(), static_cast<int>(n.size())) != 1) {

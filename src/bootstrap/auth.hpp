@@ -57,6 +57,12 @@ struct Verdict {
 
 Nonce random_nonce();
 
+// Initialises OpenSSL now (idempotent). OpenSSL registers its exit-time cleanup when it is first
+// initialised, and exit handlers run in reverse order of registration: an object that lives
+// until exit and owns threads that use OpenSSL calls this while it is being constructed, so that
+// OpenSSL is cleaned up only after that object's destructor has stopped those threads.
+void init_crypto();
+
 enum class Role : std::uint8_t { kClient = 'c', kServer = 's' };
 
 // HMAC-SHA256(token, role | channel | server nonce | client nonce | context).

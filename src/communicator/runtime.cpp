@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include "bootstrap/auth.hpp"
 #include "communicator/cuda_device.hpp"
 #include "core/log.hpp"
 #include "core/status.hpp"
@@ -26,6 +27,16 @@ std::string numeric_address(const std::string& host) {
 }
 
 }  // namespace
+
+Runtime::Runtime() {
+  // This object lives until exit, and the stores it serves run threads that draw nonces and MACs
+  // from OpenSSL. Initialised here, before this object is complete, OpenSSL registers its
+  // exit-time cleanup before ~Runtime is registered, so it cleans up after ~Runtime has stopped
+  // those threads. Left to a store thread's first nonce, it cleaned up first: the threads could
+  // then call into a finished OpenSSL, and their per-thread OpenSSL state leaked (LeakSanitizer
+  // in every process that served the store).
+  auth::init_crypto();
+}
 
 Runtime& Runtime::get() {
   static Runtime runtime;

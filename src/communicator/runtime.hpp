@@ -31,7 +31,7 @@ class Runtime {
   void set_device_memory_for_testing(std::unique_ptr<DeviceMemory> device);
 
  private:
-  Runtime() = default;
+  Runtime();
   std::mutex mutex_;
   bool device_chosen_ = false;
   std::unique_ptr<DeviceMemory> device_;
