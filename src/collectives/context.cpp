@@ -203,6 +203,18 @@ Transfer CollectiveContext::recv(int position, std::uint64_t step, std::span<std
   return {request, peer, true, staged};
 }
 
+std::optional<Transfer> CollectiveContext::recv_reduce(int position, std::uint64_t step,
+                                                       std::span<std::byte> dst,
+                                                       const std::byte* in, hm_dtype_t dtype,
+                                                       hm_op_t op) {
+  if (on_device() || dst.empty()) return std::nullopt;
+  const int peer = member(position);
+  auto request = transport_.irecv_reduce(peer, collective_tag(sequence_, full_step(step)),
+                                         signature_, dst, ReceiveCombine{in, dtype, op});
+  if (!request) return std::nullopt;
+  return Transfer{std::move(request), peer, true, nullptr};
+}
+
 void CollectiveContext::wait(const Transfer& transfer) {
   if (!transfer.request->done()) {
     const auto start = Clock::now();

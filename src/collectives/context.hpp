@@ -16,6 +16,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -150,6 +151,12 @@ class CollectiveContext {
 
   Transfer send(int peer, std::uint64_t step, std::span<const std::byte> data);
   Transfer recv(int peer, std::uint64_t step, std::span<std::byte> data);
+  // A receive that leaves reduce(dtype, op, dst, in, received) in `dst` once it completes
+  // (Transport::irecv_reduce), with the operands in the order the algorithms use when they
+  // reduce themselves, so the result is bitwise the same. nullopt when the link cannot combine
+  // (or the buffers are device memory): receive with recv() and reduce() after the wait.
+  std::optional<Transfer> recv_reduce(int peer, std::uint64_t step, std::span<std::byte> dst,
+                                      const std::byte* in, hm_dtype_t dtype, hm_op_t op);
 
   // Block until the transfer completes (and, for a staged receive, its data is in place);
   // throws holmes::Error naming the operation, the peer and the link on failure or after the

@@ -4,6 +4,13 @@
 // and every block into chunks. A chunk moves one hop per step; as soon as a chunk arrives it is
 // reduced (or stored) and sent on, so the wire, the reduction and the next receive overlap.
 // Sends are asynchronous; receives are posted a few chunks ahead (RecvWindow).
+//
+// A reduce-scatter chunk is combined with this rank's input as `reduce(dst, in, received)`.
+// Where the link can (shm: Transport::irecv_reduce), the transport does that as the chunk
+// arrives, reading it once from where it landed; elsewhere it lands in a scratch slot and is
+// reduced here after the wait. Either way the operands and their order are the same, so results
+// are bitwise identical, whichever ranks combine in the transport.
+#include <array>
 #include <cstring>
 #include <vector>
 
@@ -56,6 +63,8 @@ void ring_allreduce(CollectiveContext& ctx, const void* send, void* recv, std::s
   };
 
   const ScratchSlots scratch(ctx, layout, es);
+  // Whether the receive of unit u (kept at u % depth, as the window's) combines as it arrives.
+  std::array<bool, kPipelineDepth> combined{};
   std::vector<Transfer> sends;
   send_block_chunks(ctx, right, in, layout, send_block(0), es, 0, sends);
   const std::size_t units = steps * chunks;
@@ -63,11 +72,16 @@ void ring_allreduce(CollectiveContext& ctx, const void* send, void* recv, std::s
     const std::size_t t = u / chunks;
     const auto range = layout.chunk(recv_block(t), u % chunks);
     if (range.count == 0) return std::nullopt;
-    // Reduce-scatter chunks land in scratch (they are combined with our input); allgather
-    // chunks are final and land in place.
-    const std::span<std::byte> target =
-        t < rs_steps ? std::span(scratch.slot(u), range.count * es) : bytes_of(out, range, es);
-    return ctx.recv(left, u, target);
+    combined[u % kPipelineDepth] = false;
+    if (t >= rs_steps) return ctx.recv(left, u, bytes_of(out, range, es));  // final: in place
+    // Reduce-scatter chunks are combined with our input: by the transport as they arrive, or
+    // here from a scratch slot.
+    if (auto fused =
+            ctx.recv_reduce(left, u, bytes_of(out, range, es), in + range.offset * es, dtype, op)) {
+      combined[u % kPipelineDepth] = true;
+      return fused;
+    }
+    return ctx.recv(left, u, {scratch.slot(u), range.count * es});
   });
   for (std::size_t u = 0; u < units; ++u) {
     if (!window.wait(u)) continue;
@@ -76,7 +90,9 @@ void ring_allreduce(CollectiveContext& ctx, const void* send, void* recv, std::s
     const auto range = layout.chunk(recv_block(t), c);
     std::byte* mine = out + range.offset * es;
     if (t < rs_steps) {
-      ctx.reduce(dtype, op, mine, in + range.offset * es, scratch.slot(u), range.count);
+      if (!combined[u % kPipelineDepth]) {
+        ctx.reduce(dtype, op, mine, in + range.offset * es, scratch.slot(u), range.count);
+      }
       if (t == rs_steps - 1 && op == HM_AVG && average_over > 1) {
         ctx.finalize_average(dtype, mine, range.count, average_over);
       }
@@ -137,6 +153,13 @@ void ring_reduce_scatter_blocks(CollectiveContext& ctx, const std::byte* in, std
       slots != nullptr ? ScratchSlots(slots, layout, es) : ScratchSlots(ctx, layout, es);
   // A partial sum is sent from its scratch slot; the slot is reused only after that send.
   std::vector<std::optional<Transfer>> slot_send(kPipelineDepth);
+  // Whether the receive of unit u (kept at u % depth, as the window's) combines as it arrives.
+  std::array<bool, kPipelineDepth> combined{};
+  // Where unit u's partial sum goes: its slot (to be sent on), or this rank's block at the last
+  // step.
+  auto destination = [&](std::size_t t, BlockLayout::Range range, std::byte* slot) {
+    return t + 1 < steps ? slot : own_out + (range.offset - own_start) * es;
+  };
   std::vector<Transfer> sends;
   send_block_chunks(ctx, right, in, layout, send_block(0), es, 0, sends);
   const std::size_t units = steps * chunks;
@@ -148,7 +171,15 @@ void ring_reduce_scatter_blocks(CollectiveContext& ctx, const std::byte* in, std
       ctx.wait(*previous);
       previous.reset();
     }
-    return ctx.recv(left, u, {scratch.slot(u), range.count * es});
+    std::byte* slot = scratch.slot(u);
+    std::byte* dst = destination(u / chunks, range, slot);
+    if (auto fused =
+            ctx.recv_reduce(left, u, {dst, range.count * es}, in + range.offset * es, dtype, op)) {
+      combined[u % kPipelineDepth] = true;
+      return fused;
+    }
+    combined[u % kPipelineDepth] = false;
+    return ctx.recv(left, u, {slot, range.count * es});
   });
   for (std::size_t u = 0; u < units; ++u) {
     if (!window.wait(u)) continue;
@@ -156,13 +187,14 @@ void ring_reduce_scatter_blocks(CollectiveContext& ctx, const std::byte* in, std
     const std::size_t c = u % chunks;
     const auto range = layout.chunk(recv_block(t), c);
     std::byte* slot = scratch.slot(u);
+    std::byte* dst = destination(t, range, slot);
+    if (!combined[u % kPipelineDepth]) {
+      ctx.reduce(dtype, op, dst, in + range.offset * es, slot, range.count);
+    }
     if (t + 1 < steps) {
-      ctx.reduce(dtype, op, slot, in + range.offset * es, slot, range.count);
       slot_send[u % kPipelineDepth] =
           ctx.send(right, (t + 1) * chunks + c, {slot, range.count * es});
     } else {
-      std::byte* dst = own_out + (range.offset - own_start) * es;
-      ctx.reduce(dtype, op, dst, in + range.offset * es, slot, range.count);
       if (op == HM_AVG && average_over > 1) {
         ctx.finalize_average(dtype, dst, range.count, average_over);
       }

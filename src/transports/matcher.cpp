@@ -6,6 +6,9 @@
 
 #include <fmt/format.h>
 
+#include "core/dtype.hpp"
+#include "core/reduce.hpp"
+
 namespace holmes {
 namespace {
 
@@ -166,6 +169,11 @@ void Matcher::note_arrival(int peer, std::uint64_t tag, std::uint32_t signature)
 }
 
 std::optional<Matcher::Landing> Matcher::land(int peer, const FragmentHeader& h) {
+  return land_fragment(peer, h, true);
+}
+
+std::optional<Matcher::Landing> Matcher::land_fragment(int peer, const FragmentHeader& h,
+                                                       bool stage) {
   // A fragment must lie inside its message; transports check this too, the matcher makes sure.
   if (h.offset > h.total || h.length > h.total - h.offset) return std::nullopt;
   if ((h.tag >> 62) == kKindControl) {
@@ -188,7 +196,12 @@ std::optional<Matcher::Landing> Matcher::land(int peer, const FragmentHeader& h)
       posted_.erase(it);
       return Landing{};  // discard the payload
     }
-    return Landing{r.data + h.offset, nullptr, r.request};
+    if (r.combine) {
+      if (!stage) return Landing{nullptr, nullptr, r.request, nullptr};  // deliver() combines
+      if (!r.bounce) r.bounce = std::make_shared<std::vector<std::byte>>(r.size);
+      return Landing{r.bounce->data() + h.offset, nullptr, r.request, r.bounce};
+    }
+    return Landing{r.data + h.offset, nullptr, r.request, nullptr};
   }
   auto [entry, fresh] = unexpected_.try_emplace(key);
   if (fresh) {
@@ -198,19 +211,28 @@ std::optional<Matcher::Landing> Matcher::land(int peer, const FragmentHeader& h)
     return std::nullopt;
   }
   auto piece = std::make_shared<std::vector<std::byte>>(h.length);
-  return Landing{piece->data(), piece, nullptr};
+  return Landing{piece->data(), piece, nullptr, nullptr};
 }
 
 void Matcher::landed(int peer, const FragmentHeader& h, const Landing& landing) {
   const Key key{peer, h.tag};
   if (landing.request) {
+    if (landing.staging) {
+      const auto it = posted_.find(key);
+      if (it == posted_.end() || it->second.request != landing.request) return;  // failed since
+      combine_in(it->second, h.offset, {landing.staging->data() + h.offset, h.length});
+    }
     account(key, landing.request, h.length);
     return;
   }
   if (!landing.piece) return;  // discarded
   // The receive may have been posted while this piece was on its way in.
   if (auto it = posted_.find(key); it != posted_.end()) {
-    std::copy(landing.piece->begin(), landing.piece->end(), it->second.data + h.offset);
+    if (it->second.combine) {
+      combine_in(it->second, h.offset, *landing.piece);
+    } else {
+      std::copy(landing.piece->begin(), landing.piece->end(), it->second.data + h.offset);
+    }
     account(key, it->second.request, landing.piece->size());
     return;
   }
@@ -223,8 +245,14 @@ void Matcher::landed(int peer, const FragmentHeader& h, const Landing& landing) 
 }
 
 bool Matcher::deliver(int peer, const FragmentHeader& h, std::span<const std::byte> payload) {
-  const auto landing = land(peer, h);
+  const auto landing = land_fragment(peer, h, false);
   if (!landing) return false;
+  if (landing->request && landing->target == nullptr) {  // combines (or takes no bytes)
+    const Key key{peer, h.tag};
+    if (!payload.empty()) combine_in(posted_.find(key)->second, h.offset, payload);
+    account(key, landing->request, h.length);
+    return true;
+  }
   if (landing->target != nullptr && !payload.empty()) {
     std::memcpy(landing->target, payload.data(), payload.size());
   }
@@ -233,9 +261,21 @@ bool Matcher::deliver(int peer, const FragmentHeader& h, std::span<const std::by
 }
 
 bool Matcher::post(int peer, std::uint64_t tag, std::uint32_t signature,
-                   std::span<std::byte> buffer, const CompletionPtr& request) {
+                   std::span<std::byte> buffer, const CompletionPtr& request,
+                   const std::optional<ReceiveCombine>& combine) {
   const Key key{peer, tag};
-  Posted r{request, buffer.data(), buffer.size(), signature, 0};
+  Posted r{request, buffer.data(), buffer.size(), signature, 0, combine, nullptr, {}};
+  if (combine) {
+    const std::size_t es = dtype_size(combine->dtype);
+    if (es == 0 || !op_valid(combine->op) || buffer.size() % es != 0 ||
+        (combine->in == nullptr && !buffer.empty())) {
+      request->complete(
+          HM_ERR_INVALID_ARGUMENT,
+          fmt::format("a combining receive of {} bytes of {} (op {}) from {}", buffer.size(),
+                      dtype_name(combine->dtype), static_cast<int>(combine->op), namer_(peer)));
+      return true;
+    }
+  }
   if (const auto slot = slot_of(tag)) {
     if (!current_ || current_->slot != *slot) enter(*slot, signature);
     if (current_->failure) {
@@ -252,16 +292,21 @@ bool Matcher::post(int peer, std::uint64_t tag, std::uint32_t signature,
       return true;
     }
     for (const auto& [offset, bytes] : u.pieces) {
-      std::copy(bytes->begin(), bytes->end(), r.data + offset);
+      if (r.combine) {
+        combine_in(r, offset, *bytes);
+      } else {
+        std::copy(bytes->begin(), bytes->end(), r.data + offset);
+      }
     }
     r.received = u.received;
     unexpected_.erase(it);
     if (r.received == r.size) {
+      if (r.combine) finish_combine(r);
       request->complete();
       return true;
     }
   }
-  posted_.emplace(key, r);
+  posted_.emplace(key, std::move(r));
   return false;
 }
 
@@ -270,11 +315,54 @@ void Matcher::account(const Key& key, const CompletionPtr& request, std::size_t 
   if (it == posted_.end() || it->second.request != request) return;
   it->second.received += bytes;
   if (it->second.received == it->second.size) {
+    if (it->second.combine) finish_combine(it->second);
     // `request` may refer to the entry itself: keep the completion alive past the erase.
     const CompletionPtr done = it->second.request;
     posted_.erase(it);
     done->complete();
   }
+}
+
+void Matcher::combine_in(Posted& r, std::size_t offset, std::span<const std::byte> bytes) {
+  const ReceiveCombine& c = *r.combine;
+  const std::size_t es = dtype_size(c.dtype);
+  if (offset % es == 0 && bytes.size() % es == 0) {
+    reduce(c.dtype, c.op, r.data + offset, c.in + offset, bytes.data(), bytes.size() / es);
+    return;
+  }
+  // Splits an element: its other part comes in another fragment, also kept here.
+  if (!r.bounce) r.bounce = std::make_shared<std::vector<std::byte>>(r.size);
+  if (bytes.data() != r.bounce->data() + offset && !bytes.empty()) {
+    std::memcpy(r.bounce->data() + offset, bytes.data(), bytes.size());
+  }
+  r.pending.emplace_back(offset, bytes.size());
+}
+
+void Matcher::finish_combine(Posted& r) {
+  if (r.pending.empty()) return;
+  const ReceiveCombine& c = *r.combine;
+  const std::size_t es = dtype_size(c.dtype);
+  std::sort(r.pending.begin(), r.pending.end());
+  // Runs of adjacent ranges start and end on element boundaries: a fragment that ends inside an
+  // element is followed by one that starts there, and both were kept. (Rounded outwards anyway,
+  // so that a peer that sends overlapping fragments gets a wrong sum, never a read out of bounds.)
+  auto reduce_run = [&](std::size_t begin, std::size_t end) {
+    begin -= begin % es;
+    end = std::min(r.size, end + (es - end % es) % es);
+    reduce(c.dtype, c.op, r.data + begin, c.in + begin, r.bounce->data() + begin,
+           (end - begin) / es);
+  };
+  std::size_t begin = r.pending.front().first;
+  std::size_t end = begin;
+  for (const auto& [offset, length] : r.pending) {
+    if (offset > end) {
+      reduce_run(begin, end);
+      begin = offset;
+    }
+    end = std::max(end, offset + length);
+  }
+  reduce_run(begin, end);
+  r.pending.clear();
 }
 
 void Matcher::fail_peer(int peer, hm_status_t status, const std::string& message) {

@@ -6,6 +6,15 @@
 // A message may arrive as several fragments in any order (tcp spreads them over sockets); each
 // names its offset in the whole. Not thread-safe: a transport calls it from its progress thread.
 //
+// A receive posted with a combine (transports/combine.hpp) does not take the bytes as they are:
+// its buffer ends as reduce(in, message). A fragment handed over in memory (deliver(): the shm
+// ring) is reduced from there straight into the buffer when it holds whole elements at a whole
+// element's offset. Anything else (a fragment that splits an element, one a transport writes
+// itself through land(), a piece kept as unexpected data) goes through a bounce buffer of the
+// receive's own, and is reduced from there: at once when it holds whole elements, else when the
+// message is complete (the elements a fragment splits are then all in the bounce buffer). The
+// buffer itself only ever receives reduced values, so `in` may be the buffer.
+//
 // Collective tags (kind bits 10) carry their operation's slot in their top bits (kind | sequence
 // | step, see collectives/context.hpp), and every message of one operation carries the same
 // signature on every rank that agrees on the call. So a message whose signature differs from
@@ -45,6 +54,7 @@
 #include <vector>
 
 #include "core/completion.hpp"
+#include "transports/combine.hpp"
 
 namespace holmes {
 
@@ -86,6 +96,9 @@ class Matcher {
     std::byte* target = nullptr;  // nullptr with no piece: read and discard the payload
     std::shared_ptr<std::vector<std::byte>> piece;  // set when kept as unexpected data
     CompletionPtr request;                          // the posted receive it fills, if any
+    // For a receive that combines: the bounce buffer `target` points into, kept alive while the
+    // transport writes there; landed() reduces from it.
+    std::shared_ptr<std::vector<std::byte>> staging;
   };
 
   // Phase 1, when a fragment header arrives. A fragment that contradicts earlier fragments of
@@ -105,9 +118,11 @@ class Matcher {
   void note_arrival(int peer, std::uint64_t tag, std::uint32_t signature);
 
   // Posts a receive. Returns true when it is already finished (its message was here, or did not
-  // match), false when it now waits for its message.
+  // match), false when it now waits for its message. With `combine` the buffer ends as
+  // reduce(combine.in, message) instead of the message; its size must be whole elements.
   bool post(int peer, std::uint64_t tag, std::uint32_t signature, std::span<std::byte> buffer,
-            const CompletionPtr& request);
+            const CompletionPtr& request,
+            const std::optional<ReceiveCombine>& combine = std::nullopt);
 
   // Fails the receives posted for `peer` (and drops its partial unexpected messages).
   void fail_peer(int peer, hm_status_t status, const std::string& message);
@@ -141,6 +156,11 @@ class Matcher {
     std::size_t size = 0;
     std::uint32_t signature = 0;
     std::size_t received = 0;
+    std::optional<ReceiveCombine> combine;
+    // A combining receive's bytes that could not be reduced as they came: the bounce buffer
+    // (message-sized, made on first need) and the [offset, length) ranges in it still to reduce.
+    std::shared_ptr<std::vector<std::byte>> bounce;
+    std::vector<std::pair<std::size_t, std::size_t>> pending;
   };
   struct Unexpected {
     std::uint64_t total = 0;
@@ -173,6 +193,14 @@ class Matcher {
   // Fails the current slot: its posted receives now, and the ones posted later.
   void fail_current(const std::string& message);
   void account(const Key& key, const CompletionPtr& request, std::size_t bytes);
+  // land() for a payload that is (stage == false) or will be (true) somewhere the matcher can
+  // read it: only the first kind is combined straight from where it is.
+  std::optional<Landing> land_fragment(int peer, const FragmentHeader& header, bool stage);
+  // A combining receive's bytes at `offset` of its message: reduced into the buffer now when
+  // they are whole elements, else kept in the bounce buffer (`bytes` may already be there).
+  static void combine_in(Posted& r, std::size_t offset, std::span<const std::byte> bytes);
+  // Once a combining receive has all its bytes: reduces what waits in the bounce buffer.
+  static void finish_combine(Posted& r);
 
   PeerNamer namer_;
   std::unordered_map<Key, Posted, KeyHash> posted_;

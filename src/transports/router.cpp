@@ -93,6 +93,11 @@ CompletionPtr Router::irecv(int peer, std::uint64_t tag, std::uint32_t signature
   return carrier(peer).irecv(peer, tag, signature, data);
 }
 
+CompletionPtr Router::irecv_reduce(int peer, std::uint64_t tag, std::uint32_t signature,
+                                   std::span<std::byte> data, const ReceiveCombine& combine) {
+  return carrier(peer).irecv_reduce(peer, tag, signature, data, combine);
+}
+
 void Router::shutdown(hm_status_t status, const std::string& why, bool wait) {
   // Data transports first: their goodbyes should reach peers before the control plane closes,
   // or peers read the tcp close as a failure. The shaper before them: nothing it holds may reach

@@ -36,6 +36,8 @@ class Router final : public Transport {
                       std::span<const std::byte> data) override;
   CompletionPtr irecv(int peer, std::uint64_t tag, std::uint32_t signature,
                       std::span<std::byte> data) override;
+  CompletionPtr irecv_reduce(int peer, std::uint64_t tag, std::uint32_t signature,
+                             std::span<std::byte> data, const ReceiveCombine& combine) override;
   void shutdown(hm_status_t status, const std::string& why, bool wait) override;
   LinkProperties link(int peer) const override;
   std::chrono::microseconds yield_before_sleep(int peer) const override;

@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "core/completion.hpp"
+#include "transports/combine.hpp"
 
 namespace holmes {
 
@@ -59,6 +60,21 @@ class Transport {
                               std::span<const std::byte> data) = 0;
   virtual CompletionPtr irecv(int peer, std::uint64_t tag, std::uint32_t signature,
                               std::span<std::byte> data) = 0;
+
+  // A receive that leaves reduce(dtype, op, in, message) in `data` (transports/combine.hpp), for
+  // transports that can combine the payload where it arrives without copying it aside first.
+  // `data.size()` must be a whole number of elements. Returns nullptr when this transport (or its
+  // link to `peer`) does not do it, or is told not to: the caller then receives with irecv() and
+  // reduces itself. Nothing changes on the wire: the sender cannot tell.
+  virtual CompletionPtr irecv_reduce(int peer, std::uint64_t tag, std::uint32_t signature,
+                                     std::span<std::byte> data, const ReceiveCombine& combine) {
+    (void)peer;
+    (void)tag;
+    (void)signature;
+    (void)data;
+    (void)combine;
+    return nullptr;
+  }
 
   // Fails every pending and future operation with `status` and closes all connections. With
   // wait == true it returns only when no buffer handed to the transport will be touched again;

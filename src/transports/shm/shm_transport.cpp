@@ -24,6 +24,7 @@
 
 #include "bootstrap/auth.hpp"
 #include "core/clock.hpp"
+#include "core/dtype.hpp"
 #include "core/env.hpp"
 #include "core/log.hpp"
 #include "core/status.hpp"
@@ -217,6 +218,7 @@ struct Command {
   std::span<const std::byte> send_data;
   std::uint64_t sent = 0;  // bytes of send_data the caller already wrote into the ring
   std::span<std::byte> recv_data;
+  std::optional<ReceiveCombine> combine;  // a receive that reduces as it lands (irecv_reduce)
   CompletionPtr request;
   hm_status_t status = HM_SUCCESS;
   std::string message;
@@ -257,6 +259,8 @@ class ShmTransport final : public Transport {
                       std::span<const std::byte> data) override;
   CompletionPtr irecv(int peer, std::uint64_t tag, std::uint32_t signature,
                       std::span<std::byte> data) override;
+  CompletionPtr irecv_reduce(int peer, std::uint64_t tag, std::uint32_t signature,
+                             std::span<std::byte> data, const ReceiveCombine& combine) override;
   void shutdown(hm_status_t status, const std::string& why, bool wait) override;
   LinkProperties link(int peer) const override;
   std::chrono::microseconds yield_before_sleep(int) const override { return tuning_.poll_window; }
@@ -286,6 +290,7 @@ class ShmTransport final : public Transport {
   // On a caller's thread: posts a receive itself when no one else is in a pass; false when it
   // must go to the progress thread instead.
   bool post_directly(Command& command);
+  CompletionPtr post_receive(Command command);
 
   // Everything below runs with pass_mutex_ held: on the progress thread, or on a waiting
   // caller's thread (poll, post_directly).
@@ -524,16 +529,41 @@ bool ShmTransport::write_directly(int peer, std::uint64_t tag, std::uint32_t sig
 
 CompletionPtr ShmTransport::irecv(int peer, std::uint64_t tag, std::uint32_t signature,
                                   std::span<std::byte> data) {
-  require(peer >= 0 && peer < size_.load() && peer != rank_.load(),
-          "shm: cannot receive from rank {}", peer);
-  auto request = std::make_shared<Completion>();
-  if (tuning_.caller_progress) request->set_progress(caller_progress_);
   Command c;
-  c.kind = Command::Kind::kRecv;
   c.peer = peer;
   c.tag = tag;
   c.signature = signature;
   c.recv_data = data;
+  return post_receive(std::move(c));
+}
+
+CompletionPtr ShmTransport::irecv_reduce(int peer, std::uint64_t tag, std::uint32_t signature,
+                                         std::span<std::byte> data, const ReceiveCombine& combine) {
+  // The fragments are reduced from the ring into `data` by whichever thread delivers them (this
+  // one when it polls or posts directly, else the progress thread): one read of the ring instead
+  // of a copy into the caller's scratch and a second read from there. Cross-memory messages and
+  // fragments moved out of the ring are combined from a bounce buffer (Matcher).
+  if (!tuning_.fused_reduce) return nullptr;
+  const std::size_t es = dtype_size(combine.dtype);
+  require(es != 0 && op_valid(combine.op) && data.size() % es == 0 &&
+              (combine.in != nullptr || data.empty()),
+          "shm: a combining receive of {} bytes of dtype {} and op {}", data.size(),
+          static_cast<int>(combine.dtype), static_cast<int>(combine.op));
+  Command c;
+  c.peer = peer;
+  c.tag = tag;
+  c.signature = signature;
+  c.recv_data = data;
+  c.combine = combine;
+  return post_receive(std::move(c));
+}
+
+CompletionPtr ShmTransport::post_receive(Command c) {
+  require(c.peer >= 0 && c.peer < size_.load() && c.peer != rank_.load(),
+          "shm: cannot receive from rank {}", c.peer);
+  auto request = std::make_shared<Completion>();
+  if (tuning_.caller_progress) request->set_progress(caller_progress_);
+  c.kind = Command::Kind::kRecv;
   c.request = request;
   if (post_directly(c)) return request;
   return submit_request(std::move(c));
@@ -835,7 +865,7 @@ void ShmTransport::handle(Command& c) {
                             fmt::format("shm: rank {} is not reached through shm", c.peer));
         break;
       }
-      if (matcher_.post(c.peer, c.tag, c.signature, c.recv_data, c.request)) break;
+      if (matcher_.post(c.peer, c.tag, c.signature, c.recv_data, c.request, c.combine)) break;
       if (p.failure != HM_SUCCESS) {
         matcher_.fail_posted(c.peer, c.tag, p.failure, p.failure_message);
         break;
@@ -1670,6 +1700,7 @@ ShmTuning ShmTuning::from_env() {
   if (auto window = env_int("HOLMES_SHM_POLL_US", 0, 1000000)) {
     tuning.poll_window = std::chrono::microseconds(*window);
   }
+  if (auto fused = env_int("HOLMES_SHM_FUSED_REDUCE", 0, 1)) tuning.fused_reduce = *fused == 1;
   return tuning;
 }
 

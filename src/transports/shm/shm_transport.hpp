@@ -53,6 +53,9 @@ namespace holmes::shm {
 //                              (default 1: they poll the rings themselves while they wait)
 //   HOLMES_SHM_POLL_US         how long a waiting caller polls (yielding between looks) before
 //                              it sleeps (default 50)
+//   HOLMES_SHM_FUSED_REDUCE    0: combining receives (Transport::irecv_reduce) are refused, so
+//                              collectives copy each chunk into scratch and reduce from there
+//                              (default 1: reduced straight from the ring into the destination)
 struct ShmTuning {
   std::uint64_t ring_bytes = 2u << 20;
   // All of an endpoint's rings together stay within this (rings shrink, down to 64 KiB, for
@@ -69,6 +72,8 @@ struct ShmTuning {
   // Whether waiting callers run the progress loop themselves, and for how long before sleeping.
   bool caller_progress = true;
   std::chrono::microseconds poll_window{50};
+  // Whether irecv_reduce is offered (a receive that reduces from the ring as it delivers).
+  bool fused_reduce = true;
 
   // Defaults overridden by the environment; throws HM_ERR_INVALID_ARGUMENT naming a bad variable.
   static ShmTuning from_env();
