@@ -1,0 +1,112 @@
+// Combining receives over shm (Transport::irecv_reduce): the buffer ends as in + message,
+// element by element, whether the fragments are reduced straight from the ring (the receive is
+// posted first, or comes while they wait there), from a bounce buffer (cross-memory attach, or
+// fragments moved out of a small ring to make room), or in place; and the switch turns it off.
+#include <gtest/gtest.h>
+
+#include <unistd.h>
+
+#include <cstdint>
+#include <cstring>
+#include <thread>
+#include <tuple>
+
+#include "core/status.hpp"
+#include "shm_test_util.hpp"
+
+namespace holmes::shm {
+namespace {
+
+using namespace testing;
+
+class ShmCombineTest : public ::testing::Test {
+ protected:
+  void TearDown() override {
+    EXPECT_EQ(segments_of(getpid()), std::vector<std::string>{}) << "segments left in /dev/shm";
+  }
+};
+
+// in + message as uint32 (wrapping), computed here element by element.
+std::vector<std::byte> uint32_sum(const std::vector<std::byte>& a,
+                                  const std::vector<std::byte>& b) {
+  std::vector<std::byte> sum(a.size());
+  for (std::size_t i = 0; i + 4 <= a.size(); i += 4) {
+    std::uint32_t x = 0;
+    std::uint32_t y = 0;
+    std::memcpy(&x, a.data() + i, 4);
+    std::memcpy(&y, b.data() + i, 4);
+    const std::uint32_t z = x + y;
+    std::memcpy(sum.data() + i, &z, 4);
+  }
+  return sum;
+}
+
+// Endpoint 0 sends `bytes` to endpoint 1, which combines them with its own input.
+void combine(std::size_t bytes, bool receive_first, const ShmTuning& t, bool in_place) {
+  auto endpoints = job(2, t);
+  const auto sent = pattern(bytes, 3);
+  const auto own = pattern(bytes, 4);
+  const auto expected = uint32_sum(own, sent);
+  std::vector<std::byte> buffer = in_place ? own : std::vector<std::byte>(bytes, std::byte{0xEE});
+  const ReceiveCombine how{in_place ? buffer.data() : own.data(), HM_UINT32, HM_SUM};
+  CompletionPtr recv;
+  if (receive_first) {
+    recv = endpoints[1]->irecv_reduce(0, 42, 7, buffer, how);
+    ASSERT_NE(recv, nullptr);
+  }
+  auto send = endpoints[0]->isend(1, 42, 7, sent);
+  if (!receive_first) {
+    // Let it arrive first: ring fragments wait in the ring (or are moved out of a small one),
+    // a cross-memory message is parked and then read into a temporary.
+    std::this_thread::sleep_for(20ms);
+    recv = endpoints[1]->irecv_reduce(0, 42, 7, buffer, how);
+    ASSERT_NE(recv, nullptr);
+  }
+  ASSERT_TRUE(finishes(recv));
+  ASSERT_EQ(recv->status(), HM_SUCCESS) << recv->message();
+  ASSERT_TRUE(finishes(send));
+  EXPECT_EQ(send->status(), HM_SUCCESS) << send->message();
+  EXPECT_TRUE(buffer == expected) << bytes << " bytes combined wrongly";
+}
+
+class ShmCombineShapes
+    : public ShmCombineTest,
+      public ::testing::WithParamInterface<std::tuple<std::size_t, bool, bool, bool>> {};
+
+TEST_P(ShmCombineShapes, EndsAsInputPlusMessage) {
+  const auto [bytes, receive_first, cma, in_place] = GetParam();
+  ShmTuning t = tuning(cma);
+  t.cma_min_bytes = 64u << 10;  // so that a few of the sizes below go by cross-memory attach
+  combine(bytes, receive_first, t, in_place);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Shapes, ShmCombineShapes,
+    ::testing::Combine(::testing::Values(4, 4096, (256u << 10) + 4, (1u << 20) + 12),
+                       ::testing::Bool(), ::testing::Bool(), ::testing::Bool()));
+
+// A 64 KiB ring: many fragments, and a late receive finds most of them moved out of the way.
+TEST_F(ShmCombineTest, SmallRingManyFragments) {
+  combine((3u << 20) + 16, true, tuning(false, 64 << 10), false);
+  combine((3u << 20) + 16, false, tuning(false, 64 << 10), false);
+}
+
+TEST_F(ShmCombineTest, TheSwitchTurnsItOff) {
+  ShmTuning t = tuning();
+  t.fused_reduce = false;
+  auto endpoints = job(2, t);
+  std::vector<std::byte> own(16);
+  std::vector<std::byte> buffer(16);
+  EXPECT_EQ(endpoints[1]->irecv_reduce(0, 1, 1, buffer, {own.data(), HM_FLOAT32, HM_SUM}), nullptr);
+}
+
+TEST_F(ShmCombineTest, PartElementsAreRefused) {
+  auto endpoints = job(2);
+  std::vector<std::byte> own(10);
+  std::vector<std::byte> buffer(10);
+  EXPECT_THROW(endpoints[1]->irecv_reduce(0, 1, 1, buffer, {own.data(), HM_FLOAT32, HM_SUM}),
+               Error);
+}
+
+}  // namespace
+}  // namespace holmes::shm
