@@ -14,6 +14,11 @@
 //   the receive buffer; it is moved aside (into memory of its own) only when its producer waits
 //   for room and either a receive posted here waits for bytes behind it or the producer has made
 //   no progress for the park grace.
+// - A combining receive (irecv_reduce: a collective's reduce-scatter step) is not copied at all:
+//   each fragment is reduced with the receiver's own input straight from the ring into the
+//   destination, by whichever thread delivers it, so the chunk is read once and no scratch copy
+//   is written and read again. Fragments that went by cross-memory attach or were moved out of
+//   the ring are reduced from where they were put (the matcher's bounce buffer).
 // - From 1 MiB up, when the kernel allows cross-memory attach between the two processes (tested
 //   per pair), the ring carries only a request and the receiver copies the message once from
 //   the sender's buffer (process_vm_readv); the send completes when the receiver has read it.
