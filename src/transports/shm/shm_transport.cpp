@@ -290,7 +290,10 @@ class ShmTransport final : public Transport {
   // On a caller's thread: posts a receive itself when no one else is in a pass; false when it
   // must go to the progress thread instead.
   bool post_directly(Command& command);
-  CompletionPtr post_receive(Command command);
+  // irecv and irecv_reduce (with `combine`).
+  CompletionPtr post_receive(int peer, std::uint64_t tag, std::uint32_t signature,
+                             std::span<std::byte> data,
+                             const std::optional<ReceiveCombine>& combine);
 
   // Everything below runs with pass_mutex_ held: on the progress thread, or on a waiting
   // caller's thread (poll, post_directly).
@@ -529,12 +532,7 @@ bool ShmTransport::write_directly(int peer, std::uint64_t tag, std::uint32_t sig
 
 CompletionPtr ShmTransport::irecv(int peer, std::uint64_t tag, std::uint32_t signature,
                                   std::span<std::byte> data) {
-  Command c;
-  c.peer = peer;
-  c.tag = tag;
-  c.signature = signature;
-  c.recv_data = data;
-  return post_receive(std::move(c));
+  return post_receive(peer, tag, signature, data, std::nullopt);
 }
 
 CompletionPtr ShmTransport::irecv_reduce(int peer, std::uint64_t tag, std::uint32_t signature,
@@ -549,21 +547,23 @@ CompletionPtr ShmTransport::irecv_reduce(int peer, std::uint64_t tag, std::uint3
               (combine.in != nullptr || data.empty()),
           "shm: a combining receive of {} bytes of dtype {} and op {}", data.size(),
           static_cast<int>(combine.dtype), static_cast<int>(combine.op));
+  return post_receive(peer, tag, signature, data, combine);
+}
+
+CompletionPtr ShmTransport::post_receive(int peer, std::uint64_t tag, std::uint32_t signature,
+                                         std::span<std::byte> data,
+                                         const std::optional<ReceiveCombine>& combine) {
+  require(peer >= 0 && peer < size_.load() && peer != rank_.load(),
+          "shm: cannot receive from rank {}", peer);
+  auto request = std::make_shared<Completion>();
+  if (tuning_.caller_progress) request->set_progress(caller_progress_);
   Command c;
+  c.kind = Command::Kind::kRecv;
   c.peer = peer;
   c.tag = tag;
   c.signature = signature;
   c.recv_data = data;
   c.combine = combine;
-  return post_receive(std::move(c));
-}
-
-CompletionPtr ShmTransport::post_receive(Command c) {
-  require(c.peer >= 0 && c.peer < size_.load() && c.peer != rank_.load(),
-          "shm: cannot receive from rank {}", c.peer);
-  auto request = std::make_shared<Completion>();
-  if (tuning_.caller_progress) request->set_progress(caller_progress_);
-  c.kind = Command::Kind::kRecv;
   c.request = request;
   if (post_directly(c)) return request;
   return submit_request(std::move(c));
