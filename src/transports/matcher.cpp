@@ -3,14 +3,28 @@
 #include <algorithm>
 #include <climits>
 #include <cstring>
+#include <limits>
+#include <new>
 
 #include <fmt/format.h>
+#include <unistd.h>
 
 #include "core/dtype.hpp"
 #include "core/reduce.hpp"
 
 namespace holmes {
 namespace {
+
+// The machine's physical memory in bytes (read once: it does not change under a process).
+std::uint64_t physical_memory_bytes() {
+  static const std::uint64_t bytes = [] {
+    const long pages = sysconf(_SC_PHYS_PAGES);
+    const long page_size = sysconf(_SC_PAGESIZE);
+    if (pages <= 0 || page_size <= 0) return std::numeric_limits<std::uint64_t>::max();
+    return static_cast<std::uint64_t>(pages) * static_cast<std::uint64_t>(page_size);
+  }();
+  return bytes;
+}
 
 // Tag layout (collectives/context.hpp): 2 bits kind | 24 bits sequence | 38 bits step.
 constexpr int kSlotShift = 38;
@@ -203,6 +217,10 @@ std::optional<Matcher::Landing> Matcher::land_fragment(int peer, const FragmentH
     }
     return Landing{r.data + h.offset, nullptr, r.request, nullptr};
   }
+  // A piece larger than this machine's memory cannot be held: fail as the allocation would,
+  // without asking for it. A broken or hostile peer can announce any length, and some allocators
+  // (the sanitizers', for one) end the process on such a request instead of throwing.
+  if (h.length > physical_memory_bytes()) throw std::bad_alloc();
   auto [entry, fresh] = unexpected_.try_emplace(key);
   if (fresh) {
     entry->second.total = h.total;

@@ -49,11 +49,6 @@ mkdir -p "$reports"
 common="halt_on_error=1:abort_on_error=0:print_stacktrace=1:log_exe_name=1"
 case $kind in
   address)
-    # ShmHostileTest.CrossMemoryMessageTooLargeToHold checks that a peer announcing a 256 TiB
-    # message gets HM_ERR_OUT_OF_MEMORY from the std::bad_alloc of the buffer it would need.
-    # ASan's operator new never throws: an impossible size is a fatal report, even with
-    # allocator_may_return_null=1.
-    EXCLUDED="$EXCLUDED|ShmHostileTest\.CrossMemoryMessageTooLargeToHold$"
     export ASAN_OPTIONS="$common:log_path=$reports/asan:detect_leaks=1:detect_stack_use_after_return=0:strict_string_checks=1:check_initialization_order=1:suppressions=$here/asan.supp"
     export LSAN_OPTIONS="suppressions=$here/lsan.supp:print_suppressions=0"
     export UBSAN_OPTIONS="$common:log_path=$reports/ubsan:suppressions=$here/ubsan.supp"
