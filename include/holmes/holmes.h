@@ -276,8 +276,8 @@ HM_API hm_status_t hm_request_free(hm_request_t request);
 typedef struct hm_plan* hm_plan_t;
 
 /* The model to plan for. Start from HM_MODEL_INITIALIZER; name a preset ("gpt-3.6b",
- * "gpt-7.5b", "gpt-39.1b", "tiny", "mlp") or a model file (YAML), then override any field: fields left
- * at 0 (or -1 for recompute) keep the preset's or file's value. tp and pp left at 0 let the
+ * "gpt-7.5b", "gpt-39.1b", "tiny", "mlp") or a model file (YAML), then override any field: fields
+ * left at 0 (or -1 for recompute) keep the preset's or file's value. tp and pp left at 0 let the
  * planner choose; gpu_memory_gb at 0 takes the GPU model's. */
 typedef struct hm_model {
   size_t size; /* sizeof(hm_model_t); set by HM_MODEL_INITIALIZER */
