@@ -14,6 +14,7 @@
 #include <utility>
 #include <vector>
 
+#include "check_data.hpp"
 #include "core/dtype.hpp"
 #include "core/reduce.hpp"
 #include "transports/matcher.hpp"
@@ -36,33 +37,7 @@ bool is_signed(hm_dtype_t dtype) {
 // Writes `exact` (a small integer, exact in every type; a float type gets -0.0 where a product
 // with zero has a negative factor, as IEEE arithmetic gives) as element `i` of `dtype`.
 void put(hm_dtype_t dtype, std::vector<std::byte>& buffer, std::size_t i, double exact) {
-  const auto value = static_cast<long long>(exact);
-  std::byte* p = buffer.data() + i * dtype_size(dtype);
-  auto store = [p](auto v) { std::memcpy(p, &v, sizeof(v)); };
-  switch (dtype) {
-    case HM_INT8:
-      return store(static_cast<std::int8_t>(value));
-    case HM_UINT8:
-      return store(static_cast<std::uint8_t>(value));
-    case HM_INT32:
-      return store(static_cast<std::int32_t>(value));
-    case HM_UINT32:
-      return store(static_cast<std::uint32_t>(value));
-    case HM_INT64:
-      return store(static_cast<std::int64_t>(value));
-    case HM_UINT64:
-      return store(static_cast<std::uint64_t>(value));
-    case HM_FLOAT16:
-      return store(float_to_half(static_cast<float>(exact)));
-    case HM_BFLOAT16:
-      return store(float_to_bfloat16(static_cast<float>(exact)));
-    case HM_FLOAT32:
-      return store(static_cast<float>(exact));
-    case HM_FLOAT64:
-      return store(exact);
-    default:
-      FAIL() << "dtype " << dtype;
-  }
+  check::encode(exact, dtype, buffer.data() + i * dtype_size(dtype));
 }
 
 // The operands: this rank's input and the message, small values (signed types get negatives), so
