@@ -8,6 +8,8 @@
 
 #include <cstddef>
 
+#include "core/dtype.hpp"
+
 namespace holmes {
 
 // The receive's buffer ends as reduce(dtype, op, buffer, in, message) (core/reduce.hpp): the
@@ -19,5 +21,14 @@ struct ReceiveCombine {
   hm_dtype_t dtype = HM_FLOAT32;
   hm_op_t op = HM_SUM;
 };
+
+// Whether `combine` can apply to a receive of `bytes`: a known dtype and op, whole elements, and
+// an input to combine with. Checked by the transport that offers combining receives (to refuse
+// the call) and by the matcher (which holds the receive).
+inline bool combine_fits(const ReceiveCombine& combine, std::size_t bytes) {
+  const std::size_t es = dtype_size(combine.dtype);  // 0 for an unknown dtype
+  return es != 0 && op_valid(combine.op) && bytes % es == 0 &&
+         (combine.in != nullptr || bytes == 0);
+}
 
 }  // namespace holmes

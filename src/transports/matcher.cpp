@@ -283,16 +283,12 @@ bool Matcher::post(int peer, std::uint64_t tag, std::uint32_t signature,
                    const std::optional<ReceiveCombine>& combine) {
   const Key key{peer, tag};
   Posted r{request, buffer.data(), buffer.size(), signature, 0, combine, nullptr, {}};
-  if (combine) {
-    const std::size_t es = dtype_size(combine->dtype);
-    if (es == 0 || !op_valid(combine->op) || buffer.size() % es != 0 ||
-        (combine->in == nullptr && !buffer.empty())) {
-      request->complete(
-          HM_ERR_INVALID_ARGUMENT,
-          fmt::format("a combining receive of {} bytes of {} (op {}) from {}", buffer.size(),
-                      dtype_name(combine->dtype), static_cast<int>(combine->op), namer_(peer)));
-      return true;
-    }
+  if (combine && !combine_fits(*combine, buffer.size())) {
+    request->complete(
+        HM_ERR_INVALID_ARGUMENT,
+        fmt::format("a combining receive of {} bytes of {} (op {}) from {}", buffer.size(),
+                    dtype_name(combine->dtype), static_cast<int>(combine->op), namer_(peer)));
+    return true;
   }
   if (const auto slot = slot_of(tag)) {
     if (!current_ || current_->slot != *slot) enter(*slot, signature);

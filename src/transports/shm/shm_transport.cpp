@@ -24,7 +24,6 @@
 
 #include "bootstrap/auth.hpp"
 #include "core/clock.hpp"
-#include "core/dtype.hpp"
 #include "core/env.hpp"
 #include "core/log.hpp"
 #include "core/status.hpp"
@@ -542,9 +541,7 @@ CompletionPtr ShmTransport::irecv_reduce(int peer, std::uint64_t tag, std::uint3
   // of a copy into the caller's scratch and a second read from there. Cross-memory messages and
   // fragments moved out of the ring are combined from a bounce buffer (Matcher).
   if (!tuning_.fused_reduce) return nullptr;
-  const std::size_t es = dtype_size(combine.dtype);
-  require(es != 0 && op_valid(combine.op) && data.size() % es == 0 &&
-              (combine.in != nullptr || data.empty()),
+  require(combine_fits(combine, data.size()),
           "shm: a combining receive of {} bytes of dtype {} and op {}", data.size(),
           static_cast<int>(combine.dtype), static_cast<int>(combine.op));
   return post_receive(peer, tag, signature, data, combine);
