@@ -123,10 +123,17 @@ std::unique_ptr<Router> wire(int rank, int size, const TransportOptions& options
   nlohmann::json second = {{"row", row}, {"addresses", nlohmann::json::object()}};
   if (!local_error) {
     try {
+      TransportOptions ucx_options = options;
+      ucx_options.ucx_same_host_peers = false;
+      for (std::size_t p = 0; p < n; ++p) {
+        if (p == me || row[p] == kNoRoute || routes[p].kind != TransportKind::kUcx) continue;
+        if (cards[p]->locality.host == card.locality.host) ucx_options.ucx_same_host_peers = true;
+      }
       for (std::size_t p = 0; p < n; ++p) {
         if (p == me || row[p] == kNoRoute) continue;
-        auto& t = transports[static_cast<std::size_t>(routes[p].kind)];
-        if (!t) t = make_transport(routes[p].kind, options);
+        const auto kind = routes[p].kind;
+        auto& t = transports[static_cast<std::size_t>(kind)];
+        if (!t) t = make_transport(kind, kind == TransportKind::kUcx ? ucx_options : options);
       }
       for (auto kind : kAllTransportKinds) {
         if (const auto& t = transports[static_cast<std::size_t>(kind)]) {

@@ -14,6 +14,11 @@ struct TransportOptions {
   int sockets_per_peer = 2;           // tcp: 1..16
   bool checksum = false;              // tcp: CRC32C after every fragment (HOLMES_CHECKSUM=1)
   int socket_buffer_bytes = 4 << 20;  // tcp: SO_SNDBUF/SO_RCVBUF; 0 leaves kernel autotuning
+  // ucx: false when every peer the transport serves is on another host. UCX then leaves out its
+  // shared-memory transports (unless UCX_TLS is set): between hosts they can never carry
+  // anything, but namespaces emulating hosts on one machine look like one host to UCX, which
+  // would move their traffic through shared memory instead of the emulated network.
+  bool ucx_same_host_peers = true;
 };
 
 }  // namespace holmes

@@ -123,6 +123,28 @@ TEST(RoutingTest, CollectivesAcrossTheMix) {
   }
 }
 
+// UCX between two hosts of an island never moves the data through shared memory, though the
+// emulated hosts share this machine (UCX would see one host and pick its shm transports): the
+// lanes are network lanes, as between real hosts.
+TEST(RoutingTest, UcxBetweenHostsUsesNetworkLanes) {
+  auto& comm = world();
+  const int n = comm.size();
+  const int r = comm.rank();
+  std::vector<std::int32_t> send(static_cast<std::size_t>(n), r);
+  std::vector<std::int32_t> recv(static_cast<std::size_t>(n), -1);
+  comm.alltoall(send.data(), recv.data(), 1, HM_INT32);  // every pair connected
+  for (int peer = 0; peer < n; ++peer) EXPECT_EQ(recv[static_cast<std::size_t>(peer)], peer);
+  for (int peer = 0; peer < n; ++peer) {
+    if (host_of(peer) == host_of(r) || expected_transport(r, peer) != "ucx") continue;
+    const auto link = comm.peer_transport(peer).link;
+    EXPECT_TRUE(link.starts_with("ucx ")) << "peer " << peer << ": " << link;
+    EXPECT_EQ(link.find("not connected"), std::string::npos) << "peer " << peer << ": " << link;
+    for (const char* shm : {"memory", "sysv", "posix", "cma"}) {
+      EXPECT_EQ(link.find(shm), std::string::npos) << "peer " << peer << ": " << link;
+    }
+  }
+}
+
 // The selector in the mixed job: every algorithm can be forced through the API and gives exact
 // results across islands (uneven ones: 4 ranks and 2), the choice left to the cost model is the
 // cheapest prediction, and small messages do not take the ring.

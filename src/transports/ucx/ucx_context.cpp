@@ -63,8 +63,17 @@ std::string probe_ucp() {
   }
 }
 
-UcpWorker::UcpWorker(const std::string& listen_host) {
+UcpWorker::UcpWorker(const std::string& listen_host, bool shared_memory) {
   const auto config = read_config();
+  if (!shared_memory && !env_string("UCX_TLS")) {
+    // "^sm" is every transport but posix, sysv, cma, knem and xpmem.
+    const ucs_status_t status = ucp_config_modify(config.get(), "TLS", "^sm");
+    if (status != UCS_OK) {
+      fail(HM_ERR_TRANSPORT, "ucx: cannot leave out UCX's shared-memory transports: {}",
+           ucs_status_string(status));
+    }
+    HM_LOG_DEBUG("ucx: UCX_TLS=^sm (every peer of this worker is on another host)");
+  }
   if (!env_string("UCX_NET_DEVICES")) {
     // Without this UCX also opens lanes on interfaces the job was not told to use (eth0 next to
     // the loopback of a single-host job); RDMA ports stay so that a cluster keeps its HCAs.

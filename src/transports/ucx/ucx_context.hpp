@@ -1,7 +1,8 @@
 // The UCP objects behind one ucx transport: a context (active messages and wakeups) and one
 // single-threaded worker, created with the user's UCX_* configuration, and released in the right
 // order. Unless UCX_NET_DEVICES is set, UCX is restricted to the interface holding the job's
-// listen address plus every RDMA port (ucx_devices.hpp).
+// listen address plus every RDMA port (ucx_devices.hpp); unless UCX_TLS is set, a worker whose
+// peers are all on other hosts leaves out UCX's shared-memory transports.
 #pragma once
 
 #include <ucp/api/ucp.h>
@@ -24,8 +25,9 @@ std::string probe_ucp();
 
 class UcpWorker {
  public:
-  // Throws HM_ERR_TRANSPORT naming what failed. `listen_host` chooses the network device.
-  explicit UcpWorker(const std::string& listen_host);
+  // Throws HM_ERR_TRANSPORT naming what failed. `listen_host` chooses the network device;
+  // without `shared_memory` UCX's shared-memory transports stay closed unless UCX_TLS is set.
+  UcpWorker(const std::string& listen_host, bool shared_memory);
   ~UcpWorker() { close(); }
   UcpWorker(const UcpWorker&) = delete;
   UcpWorker& operator=(const UcpWorker&) = delete;

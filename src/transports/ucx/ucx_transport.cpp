@@ -392,7 +392,7 @@ void Engine::run(std::promise<void>& started) {
 }
 
 void Engine::open() {
-  ucp_.emplace(options_.listen_host);
+  ucp_.emplace(options_.listen_host, options_.ucx_same_host_peers);
   if (ucp_->max_am_header() < kAmHeaderBytes) {
     fail(HM_ERR_TRANSPORT, "ucx: UCX carries active message headers of {} bytes, Holmes needs {}",
          ucp_->max_am_header(), kAmHeaderBytes);

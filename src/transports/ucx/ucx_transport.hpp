@@ -23,7 +23,9 @@
 //   after a short grace for one that said goodbye (it reads and writes nothing more), and UCP
 //   drops the requests with the worker.
 // - UCX reads its UCX_* environment as usual. When UCX_NET_DEVICES is unset, UCX is restricted
-//   to the interface holding options.listen_host plus every RDMA port (ucx_devices.hpp).
+//   to the interface holding options.listen_host plus every RDMA port (ucx_devices.hpp). When
+//   UCX_TLS is unset and options.ucx_same_host_peers is false (the communicator's ucx peers are
+//   all on other hosts), UCX's shared-memory transports are left out.
 #pragma once
 
 #include <memory>

@@ -42,8 +42,10 @@ TransportOptions options_for(const std::string& token = "secret") {
 }
 
 // `n` endpoints of one communicator that know each other.
-std::vector<std::unique_ptr<Transport>> job(int n, const std::string& token = "secret") {
-  const auto options = options_for(token);
+std::vector<std::unique_ptr<Transport>> job(int n, const std::string& token = "secret",
+                                            bool same_host_peers = true) {
+  auto options = options_for(token);
+  options.ucx_same_host_peers = same_host_peers;
   std::vector<std::unique_ptr<Transport>> all;
   std::vector<std::string> addresses;
   for (int i = 0; i < n; ++i) {
@@ -87,12 +89,16 @@ std::size_t entries(const char* directory) {
   return count;
 }
 
-// Sets an environment variable for one test and restores it after.
+// Sets (or, given nullptr, unsets) an environment variable for one test and restores it after.
 class ScopedEnv {
  public:
   ScopedEnv(const char* name, const char* value) : name_(name) {
     if (const char* old = std::getenv(name)) old_ = old;
-    ::setenv(name, value, 1);
+    if (value != nullptr) {
+      ::setenv(name, value, 1);
+    } else {
+      ::unsetenv(name);
+    }
   }
   ~ScopedEnv() {
     if (old_) {
@@ -189,6 +195,41 @@ TEST(UcxTransport, OverTcpOnly) {
       EXPECT_TRUE(got == sent) << bytes << " bytes, receive first " << receive_first;
     }
   }
+}
+
+// A transport whose peers are all on other hosts (what the communicator says when it wires one
+// up for the links between hosts of an RDMA island) does not let UCX use shared memory, even
+// when UCX sees the peer on its own machine (namespaces emulating hosts): its lanes are network
+// lanes, and messages of both protocols still arrive.
+TEST(UcxTransport, PeersOnOtherHostsGetNoSharedMemoryLanes) {
+  ScopedEnv tls("UCX_TLS", nullptr);
+  auto endpoints = job(2, "secret", /*same_host_peers=*/false);
+  ASSERT_TRUE(ends(endpoints[0]->connect_all()));
+  const auto description = endpoints[0]->link(1).description;
+  EXPECT_NE(description.find("tcp/lo"), std::string::npos) << description;
+  for (const char* shm : {"memory", "sysv", "posix", "cma"}) {
+    EXPECT_EQ(description.find(shm), std::string::npos) << description;
+  }
+  unsigned tag = 0;
+  for (std::size_t bytes : {std::size_t{8}, std::size_t{3} << 20}) {
+    const auto sent = pattern(bytes, ++tag);
+    std::vector<std::byte> got(bytes);
+    auto recv = endpoints[1]->irecv(0, tag, 3, got);
+    auto send = endpoints[0]->isend(1, tag, 3, sent);
+    ASSERT_TRUE(ends(send)) << bytes;
+    ASSERT_TRUE(ends(recv)) << bytes;
+    EXPECT_TRUE(got == sent) << bytes;
+  }
+}
+
+// The user's UCX_TLS wins over that choice.
+TEST(UcxTransport, UserTransportListWinsForPeersOnOtherHosts) {
+  ScopedEnv tls("UCX_TLS", "sm,self");
+  auto endpoints = job(2, "secret", /*same_host_peers=*/false);
+  ASSERT_TRUE(ends(endpoints[0]->connect_all()));
+  const auto description = endpoints[0]->link(1).description;
+  EXPECT_NE(description.find("memory"), std::string::npos) << description;
+  EXPECT_EQ(description.find("tcp"), std::string::npos) << description;
 }
 
 // ---------------------------------------------------------------------------------------------
