@@ -114,6 +114,8 @@ class CollectiveContext {
   int rank() const { return rank_; }
   int size() const { return size_; }
   std::size_t chunk_bytes() const { return chunk_bytes_; }
+  // How long any one wait of this operation may block.
+  std::chrono::milliseconds timeout() const { return timeout_; }
 
   // The same operation seen by a subset or a reordering of the ranks, for algorithms built from
   // phases (a ring over islands, then over lanes): rank(), size() and every peer argument are

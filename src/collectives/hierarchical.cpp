@@ -15,13 +15,16 @@
 // Each element is reduced in a fixed order (island ring order, then lane order), and allreduce
 // results are copied out from the one rank that reduced them: identical bits on every rank.
 #include <algorithm>
+#include <condition_variable>
 #include <exception>
+#include <mutex>
 #include <thread>
 #include <vector>
 
 #include "collectives/algorithms.hpp"
 #include "collectives/pipeline.hpp"
 #include "core/dtype.hpp"
+#include "core/status.hpp"
 
 namespace holmes {
 namespace {
@@ -78,6 +81,73 @@ namespace {
 // left (one per island) allreduce flat over the slow tier.
 constexpr int kLevels = 2;
 
+// Phases one descent uses (two per level and the flat allreduce at the bottom).
+constexpr std::uint64_t kPhasesPerDescent = 2 * kLevels + 1;
+// Every segment's phases fit in the collective tag (63 phase numbers, context.cpp).
+static_assert(kFirst + kPhasesPerDescent * kMaxHierarchicalSegments - 1 <= 63);
+
+// The segments of one allreduce take each phase in turn: segment s starts a phase once segment
+// s-1 has finished it. So the first segment reaches the slow tier after its own share of the
+// islands' work, and the slow tier carries one segment after another while the islands reduce
+// the next ones and gather the previous ones: a pipeline. Segments let loose at once would
+// share the CPU through the first phases (the slow link idle meanwhile) and all reach the slow
+// link together. Every rank takes the same turns, and a turn waits only for a lower segment in
+// the same phase, so the order cannot deadlock. A segment that fails ends every wait (abort).
+class PhaseTurns {
+ public:
+  explicit PhaseTurns(std::chrono::milliseconds timeout)
+      : timeout_(timeout), next_(kPhasesPerDescent, 0) {}
+
+  void enter(std::uint64_t phase, int segment) {
+    std::unique_lock lock(mutex_);
+    const bool turn =
+        cv_.wait_for(lock, timeout_, [&] { return aborted_ || next_[phase] == segment; });
+    if (aborted_) {
+      fail(HM_ERR_ABORTED, "hierarchical allreduce: segment {} stops, another segment failed",
+           segment);
+    }
+    if (!turn) {
+      fail(HM_ERR_TIMEOUT,
+           "hierarchical allreduce: segment {} waited {} ms for segment {} to finish phase {}",
+           segment, timeout_.count(), next_[phase], phase);
+    }
+  }
+  void leave(std::uint64_t phase) {
+    {
+      std::lock_guard lock(mutex_);
+      ++next_[phase];
+    }
+    cv_.notify_all();
+  }
+  void abort() {
+    {
+      std::lock_guard lock(mutex_);
+      aborted_ = true;
+    }
+    cv_.notify_all();
+  }
+
+ private:
+  std::chrono::milliseconds timeout_;
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  std::vector<int> next_;  // per phase: the segment whose turn it is
+  bool aborted_ = false;
+};
+
+// One segment's place in the turns (none: the allreduce runs as one segment).
+struct SegmentTurn {
+  PhaseTurns* turns = nullptr;
+  int segment = 0;
+  // Runs `phase` of this segment in its turn.
+  template <typename Work>
+  void run(std::uint64_t phase, Work&& work) const {
+    if (turns != nullptr) turns->enter(phase, segment);
+    work();
+    if (turns != nullptr) turns->leave(phase);
+  }
+};
+
 // Allreduce over `ranks` (communicator ranks, this rank among them) from `level` down: inside
 // each group of this level (a host, an island) a ring reduce-scatter into M shards (M = size of
 // the smallest group), shard p allreduced by the ranks at position p of every group one level
@@ -87,7 +157,7 @@ constexpr int kLevels = 2;
 void descend(const CollectiveContext& top, const Hierarchy& h, const CostModel& model,
              const std::vector<int>& ranks, int level, const std::byte* in, std::byte* out,
              std::size_t count, hm_dtype_t dtype, hm_op_t op, std::uint64_t first_phase,
-             ScratchSpace* scratch) {
+             ScratchSpace* scratch, const SegmentTurn& turn) {
   const std::size_t es = dtype_size(dtype);
   auto view = [&](std::vector<int> members, std::uint64_t phase) {
     return scratch != nullptr ? top.view(std::move(members), first_phase + phase, *scratch)
@@ -97,11 +167,13 @@ void descend(const CollectiveContext& top, const Hierarchy& h, const CostModel& 
     auto flat = view(ranks, 2 * kLevels);
     const auto inner = choose_lane_allreduce(model, static_cast<int>(ranks.size()),
                                              static_cast<double>(count * es), h.other_island);
-    if (inner == Algorithm::kRecursiveDoubling) {
-      recursive_doubling_allreduce(flat, in, out, count, dtype, op, top.size());
-    } else {
-      ring_allreduce(flat, in, out, count, dtype, op, top.size());
-    }
+    turn.run(2 * kLevels, [&] {
+      if (inner == Algorithm::kRecursiveDoubling) {
+        recursive_doubling_allreduce(flat, in, out, count, dtype, op, top.size());
+      } else {
+        ring_allreduce(flat, in, out, count, dtype, op, top.size());
+      }
+    });
     return;
   }
   const std::vector<int>& key = level == 0 ? h.host : h.island;
@@ -119,8 +191,8 @@ void descend(const CollectiveContext& top, const Hierarchy& h, const CostModel& 
     }
   }
   if (groups.size() == 1) {
-    return descend(top, h, model, ranks, level + 1, in, out, count, dtype, op, first_phase,
-                   scratch);
+    return descend(top, h, model, ranks, level + 1, in, out, count, dtype, op, first_phase, scratch,
+                   turn);
   }
   const int me = top.member(top.rank());
   const std::vector<int>* mine = nullptr;
@@ -146,21 +218,21 @@ void descend(const CollectiveContext& top, const Hierarchy& h, const CostModel& 
   const std::size_t own_start = layout.block_start(static_cast<int>(position));
   const std::size_t own_count = layout.block_size(static_cast<int>(position));
   // Sums only on the way down: the average divides once, at the bottom.
-  auto scatter = view(*mine, 2 * static_cast<std::uint64_t>(level));
-  ring_reduce_scatter_blocks(scatter, in, out + own_start * es, layout, dtype, op, 0, nullptr);
+  const auto scatter_phase = 2 * static_cast<std::uint64_t>(level);
+  auto scatter = view(*mine, scatter_phase);
+  turn.run(scatter_phase, [&] {
+    ring_reduce_scatter_blocks(scatter, in, out + own_start * es, layout, dtype, op, 0, nullptr);
+  });
   if (position < lanes) {
     std::vector<int> lane;
     for (const auto& g : groups) lane.push_back(g[position]);
     std::byte* shard = out + own_start * es;
     descend(top, h, model, lane, level + 1, shard, shard, own_count, dtype, op, first_phase,
-            scratch);
+            scratch, turn);
   }
-  auto gather = view(*mine, 2 * static_cast<std::uint64_t>(level) + 1);
-  ring_allgather_blocks(gather, out, layout, dtype);
+  auto gather = view(*mine, scatter_phase + 1);
+  turn.run(scatter_phase + 1, [&] { ring_allgather_blocks(gather, out, layout, dtype); });
 }
-
-// Phases one descent uses (two per level and the flat allreduce at the bottom).
-constexpr std::uint64_t kPhasesPerDescent = 2 * kLevels + 1;
 
 }  // namespace
 
@@ -182,12 +254,13 @@ void hierarchical_allreduce(CollectiveContext& ctx, const Hierarchy& h, const Co
   for (int r = 0; r < ctx.size(); ++r) everyone[static_cast<std::size_t>(r)] = r;
   const int segments = ctx.on_device() ? 1 : hierarchical_segments(h, model, count * es);
   if (segments <= 1) {
-    descend(ctx, h, model, everyone, 0, in, out, count, dtype, op, kFirst, nullptr);
+    descend(ctx, h, model, everyone, 0, in, out, count, dtype, op, kFirst, nullptr, {});
     return;
   }
   const BlockLayout parts(count, segments, count);
   std::vector<ScratchSpace> scratch(static_cast<std::size_t>(segments));
   std::vector<std::exception_ptr> errors(static_cast<std::size_t>(segments));
+  PhaseTurns turns(ctx.timeout());
   std::vector<std::thread> threads;
   for (int s = 0; s < segments; ++s) {
     threads.emplace_back([&, s] {
@@ -195,9 +268,10 @@ void hierarchical_allreduce(CollectiveContext& ctx, const Hierarchy& h, const Co
         const std::size_t at = parts.block_start(s);
         descend(ctx, h, model, everyone, 0, in + at * es, out + at * es, parts.block_size(s), dtype,
                 op, kFirst + kPhasesPerDescent * static_cast<std::uint64_t>(s),
-                &scratch[static_cast<std::size_t>(s)]);
+                &scratch[static_cast<std::size_t>(s)], SegmentTurn{&turns, s});
       } catch (...) {
         errors[static_cast<std::size_t>(s)] = std::current_exception();
+        turns.abort();
       }
     });
   }

@@ -310,10 +310,18 @@ double predict(const Hierarchy& h, const CostModel& m, CollectiveKind kind, Algo
 
 int hierarchical_segments(const Hierarchy& h, const CostModel& model, double bytes) {
   (void)model;
-  // Below a few MiB a segment's latency costs more than the overlap saves.
+  // Below a few MiB a segment's latency costs more than the overlap saves. Above, segments of
+  // about kSegmentBytes: the segments take the phases in turn (a pipeline), so the islands' work
+  // before the first segment reaches the slow tier, and after the last leaves it, is one
+  // segment's; measured on the two-islands emulation (BENCHMARKS.md), 8 segments of 8 MiB beat
+  // 4 of 16 MiB, and 12 gained nothing more.
   constexpr double kMinBytes = 4 << 20;
-  constexpr int kSegments = 4;
-  return h.islands.size() >= 2 && bytes >= kMinBytes ? kSegments : 1;
+  constexpr double kSegmentBytes = 8 << 20;
+  constexpr int kMinSegments = 4;
+  if (h.islands.size() < 2 || bytes < kMinBytes) return 1;
+  const double wanted = std::floor(bytes / kSegmentBytes);
+  return static_cast<int>(
+      std::clamp(wanted, double{kMinSegments}, double{kMaxHierarchicalSegments}));
 }
 
 Algorithm choose_lane_allreduce(const CostModel& model, int ranks, double bytes,

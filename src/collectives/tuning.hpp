@@ -103,7 +103,9 @@ Prediction choose(const Hierarchy& h, const CostModel& model, CollectiveKind kin
                   Algorithm forced = Algorithm::kAuto);
 
 // How many segments a hierarchical allreduce of `bytes` cuts its buffer into so that the
-// phases of different segments overlap (1: no overlap; small messages, one island).
+// phases of different segments overlap (1: no overlap; small messages, one island). At most
+// kMaxHierarchicalSegments: each segment's phases take their own numbers in the collective tag.
+constexpr int kMaxHierarchicalSegments = 12;
 int hierarchical_segments(const Hierarchy& h, const CostModel& model, double bytes);
 
 // Inner choices of the hierarchical algorithms, for `ranks` ranks joined by `link`.

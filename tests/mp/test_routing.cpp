@@ -198,6 +198,30 @@ TEST(RoutingTest, EveryAlgorithmForcedGivesExactResultsAcrossIslands) {
   comm.set_algorithm(HM_COLL_REDUCE, HM_ALGO_AUTO);
 }
 
+// Large hierarchical allreduces go in segments (5 of 8 MiB here) that take the phases in turn
+// on their own threads: exact results across the uneven islands, out of place and in place.
+TEST(RoutingTest, SegmentedHierarchicalAllreduceIsExact) {
+  auto& comm = world();
+  const int n = comm.size();
+  const int r = comm.rank();
+  comm.set_algorithm(HM_COLL_ALLREDUCE, HM_ALGO_HIERARCHICAL);
+  const std::size_t count = std::size_t{10} << 20;  // 40 MiB of float32
+  for (hm_op_t op : {HM_SUM, HM_AVG}) {
+    std::vector<float> send(count);
+    check::fill_input(send.data(), HM_FLOAT32, op, r, 0, count, 13);
+    std::vector<float> expected(count);
+    check::fill_expected(expected.data(), HM_FLOAT32, op, n, 0, count, 13);
+    std::vector<float> recv(count, -1);
+    comm.allreduce(send.data(), recv.data(), count, HM_FLOAT32, op);
+    EXPECT_EQ(check::count_wrong(recv.data(), expected.data(), count, HM_FLOAT32), 0u)
+        << "op " << op << " out of place";
+    comm.allreduce(send.data(), send.data(), count, HM_FLOAT32, op);
+    EXPECT_EQ(check::count_wrong(send.data(), expected.data(), count, HM_FLOAT32), 0u)
+        << "op " << op << " in place";
+  }
+  comm.set_algorithm(HM_COLL_ALLREDUCE, HM_ALGO_AUTO);
+}
+
 TEST(RoutingTest, TheCostModelPicksItsCheapestPrediction) {
   auto& comm = world();
   for (std::size_t count : {std::size_t{1}, std::size_t{1} << 12, std::size_t{4} << 20}) {

@@ -88,6 +88,22 @@ TEST(CostModel, ASlowLinkBetweenIslandsMakesHierarchicalWin) {
   EXPECT_LT(choice.microseconds, 1.3 * bound);
 }
 
+// Segments of a hierarchical allreduce: none for small messages or one island, then about
+// 8 MiB each, at least 4 and never more than the collective tag has phase numbers for.
+TEST(CostModel, HierarchicalSegmentsGrowWithTheMessageWithinBounds) {
+  const CostModel m;
+  const Hierarchy two = cluster(2, 2, 2, m);
+  const Hierarchy one = cluster(1, 2, 2, m);
+  constexpr double kMiB = 1 << 20;
+  EXPECT_EQ(hierarchical_segments(two, m, 1 * kMiB), 1);
+  EXPECT_EQ(hierarchical_segments(two, m, 4 * kMiB), 4);
+  EXPECT_EQ(hierarchical_segments(two, m, 32 * kMiB), 4);
+  EXPECT_EQ(hierarchical_segments(two, m, 64 * kMiB), 8);
+  EXPECT_EQ(hierarchical_segments(two, m, 80 * kMiB), 10);
+  EXPECT_EQ(hierarchical_segments(two, m, 4096 * kMiB), kMaxHierarchicalSegments);
+  EXPECT_EQ(hierarchical_segments(one, m, 64 * kMiB), 1);
+}
+
 TEST(CostModel, ForcedAlgorithmIsReportedWithItsPrediction) {
   CostModel m;
   const Hierarchy h = cluster(1, 1, 4, m);
