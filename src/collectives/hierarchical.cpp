@@ -92,7 +92,11 @@ static_assert(kFirst + kPhasesPerDescent * kMaxHierarchicalSegments - 1 <= 63);
 // the next ones and gather the previous ones: a pipeline. Segments let loose at once would
 // share the CPU through the first phases (the slow link idle meanwhile) and all reach the slow
 // link together. Every rank takes the same turns, and a turn waits only for a lower segment in
-// the same phase, so the order cannot deadlock. A segment that fails ends every wait (abort).
+// the same phase, so the order cannot deadlock. A segment that fails ends every wait (abort):
+// the segments that were waiting stop with TurnAborted, and the failure reported is the one that
+// caused it.
+struct TurnAborted {};
+
 class PhaseTurns {
  public:
   explicit PhaseTurns(std::chrono::milliseconds timeout)
@@ -102,10 +106,7 @@ class PhaseTurns {
     std::unique_lock lock(mutex_);
     const bool turn =
         cv_.wait_for(lock, timeout_, [&] { return aborted_ || next_[phase] == segment; });
-    if (aborted_) {
-      fail(HM_ERR_ABORTED, "hierarchical allreduce: segment {} stops, another segment failed",
-           segment);
-    }
+    if (aborted_) throw TurnAborted{};
     if (!turn) {
       fail(HM_ERR_TIMEOUT,
            "hierarchical allreduce: segment {} waited {} ms for segment {} to finish phase {}",
@@ -269,6 +270,8 @@ void hierarchical_allreduce(CollectiveContext& ctx, const Hierarchy& h, const Co
         descend(ctx, h, model, everyone, 0, in + at * es, out + at * es, parts.block_size(s), dtype,
                 op, kFirst + kPhasesPerDescent * static_cast<std::uint64_t>(s),
                 &scratch[static_cast<std::size_t>(s)], SegmentTurn{&turns, s});
+      } catch (const TurnAborted&) {
+        // Another segment failed first; its error is the one reported.
       } catch (...) {
         errors[static_cast<std::size_t>(s)] = std::current_exception();
         turns.abort();

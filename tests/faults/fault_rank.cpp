@@ -8,7 +8,7 @@
 //   "rank R: STATUS after MS ms: MESSAGE"
 // and exits 0 when the status is one of --expect (a comma-separated list) and the call failed
 // within --bound-ms of the fault, 3 otherwise. With --fault none every rank must finish all
-// iterations (exit 0).
+// iterations (exit 0). --count sets the float32 elements of each allreduce (default 1024).
 #include <holmes/holmes.h>
 
 #include <signal.h>
@@ -59,6 +59,11 @@ int main(int argc, char** argv) {
   const std::string stamp = arg(argc, argv, "--stamp", "/tmp/holmes-fault-stamp");
   const std::string expect = arg(argc, argv, "--expect", "HM_ERR_PEER_FAILED");
   const std::string ready = arg(argc, argv, "--ready", "");
+  const long count = std::atol(arg(argc, argv, "--count", "1024"));  // float32 per allreduce
+  if (count < 1) {
+    std::printf("--count must be a positive number of elements\n");
+    return 2;
+  }
   const bool self_inflicted = fault == "kill" || fault == "stop";
 
   hm_comm_t world = nullptr;
@@ -68,7 +73,7 @@ int main(int argc, char** argv) {
   }
   int rank = 0;
   hm_comm_rank(world, &rank);
-  std::vector<float> data(1024, 1.0f);
+  std::vector<float> data(static_cast<std::size_t>(count), 1.0f);
   for (int i = 0; i < iterations; ++i) {
     if (rank == 0 && i == after && !ready.empty()) std::ofstream(ready) << i << "\n";
     if (rank == victim && i == after && self_inflicted) {

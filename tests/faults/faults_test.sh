@@ -32,14 +32,22 @@ run_job() {
   fail "$1: a survivor did not see the fault as expected"
 }
 
+# With HIER=1 every rank is its own host, ranks 0 and 2 in island i0 and rank 1 in i1, and the
+# allreduces (4 MiB) take the hierarchical algorithm in segments on their own threads.
+hier_env() {
+  [ -n "${HIER:-}" ] && echo "HOLMES_HOST=fault-h$1 HOLMES_ISLAND=i$(($1 % 2)) HOLMES_ALGO=hier"
+}
+
 run_job_once() {
   local name=$1 fault=$2 expect=$3 port pids=() r code ok=0
   port=$(free_port)
   for r in $(seq 0 $((RANKS - 1))); do
     "${CLEAN[@]}" HOLMES_RANK=$r HOLMES_WORLD_SIZE=$RANKS HOLMES_STORE=127.0.0.1:$port \
       HOLMES_TOKEN=job-token HOLMES_TIMEOUT_MS=$TIMEOUT_MS HOLMES_TRANSPORT=${TRANSPORT:-auto} \
+      $(hier_env "$r") \
       "$BIN/holmes_fault_rank" --fault "$fault" --victim 1 --after 30 --bound-ms $BOUND_MS \
-      --expect "$expect" --stamp "$WORK/$name.stamp" >"$WORK/$name.$r" 2>&1 &
+      --expect "$expect" --stamp "$WORK/$name.stamp" ${HIER:+--count 1048576} \
+      >"$WORK/$name.$r" 2>&1 &
     pids+=($!)
   done
   for r in 0 2; do
@@ -64,6 +72,11 @@ if [[ $SCENARIOS == *" processes "* ]]; then
       echo "== $transport: a rank frozen (SIGSTOP), run $i/$REPEAT"
       TRANSPORT=$transport run_job "stop-$transport-$i" stop HM_ERR_TIMEOUT
     done
+  done
+
+  for i in $(seq 1 "$REPEAT"); do
+    echo "== two islands, hierarchical allreduce in segments: a rank killed, run $i/$REPEAT"
+    HIER=1 TRANSPORT=auto run_job "kill-hier-$i" kill HM_ERR_PEER_FAILED
   done
 
   echo "== a stranger with the wrong token is refused; the job is undisturbed"
