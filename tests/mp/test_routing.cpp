@@ -38,6 +38,20 @@ std::string expected_transport(int a, int b) {
   return "tcp";
 }
 
+// One float32 allreduce of `count` elements with `op`, out of place or in place, on the inputs
+// check::fill_input makes from `seed`: how many elements of the result are wrong.
+std::size_t allreduce_wrong(Communicator& comm, std::size_t count, hm_op_t op, unsigned seed,
+                            bool in_place) {
+  std::vector<float> send(count);
+  check::fill_input(send.data(), HM_FLOAT32, op, comm.rank(), 0, count, seed);
+  std::vector<float> expected(count);
+  check::fill_expected(expected.data(), HM_FLOAT32, op, comm.size(), 0, count, seed);
+  std::vector<float> recv(count, -1);
+  float* out = in_place ? send.data() : recv.data();
+  comm.allreduce(send.data(), out, count, HM_FLOAT32, op);
+  return check::count_wrong(out, expected.data(), count, HM_FLOAT32);
+}
+
 TEST(RoutingTest, LayoutIsTheOneTheTestExpects) {
   ASSERT_EQ(world().size(), 6) << "run with holmes-run -n 6 -- layout.sh ...";
   const char* host = std::getenv("HOLMES_HOST");
@@ -159,13 +173,7 @@ TEST(RoutingTest, EveryAlgorithmForcedGivesExactResultsAcrossIslands) {
     EXPECT_EQ(comm.query_algorithm(HM_COLL_ALLREDUCE, 1000, HM_FLOAT32).algorithm, algorithm);
     for (hm_op_t op : {HM_SUM, HM_AVG, HM_MAX}) {
       for (std::size_t count : {std::size_t{1}, std::size_t{5}, std::size_t{300001}}) {
-        std::vector<float> send(count);
-        check::fill_input(send.data(), HM_FLOAT32, op, r, 0, count, 5);
-        std::vector<float> expected(count);
-        check::fill_expected(expected.data(), HM_FLOAT32, op, n, 0, count, 5);
-        std::vector<float> recv(count, -1);
-        comm.allreduce(send.data(), recv.data(), count, HM_FLOAT32, op);
-        EXPECT_EQ(check::count_wrong(recv.data(), expected.data(), count, HM_FLOAT32), 0u)
+        EXPECT_EQ(allreduce_wrong(comm, count, op, 5, false), 0u)
             << hm_algorithm_name(algorithm) << " " << count << " op " << op;
       }
     }
@@ -202,22 +210,13 @@ TEST(RoutingTest, EveryAlgorithmForcedGivesExactResultsAcrossIslands) {
 // on their own threads: exact results across the uneven islands, out of place and in place.
 TEST(RoutingTest, SegmentedHierarchicalAllreduceIsExact) {
   auto& comm = world();
-  const int n = comm.size();
-  const int r = comm.rank();
   comm.set_algorithm(HM_COLL_ALLREDUCE, HM_ALGO_HIERARCHICAL);
   const std::size_t count = std::size_t{10} << 20;  // 40 MiB of float32
   for (hm_op_t op : {HM_SUM, HM_AVG}) {
-    std::vector<float> send(count);
-    check::fill_input(send.data(), HM_FLOAT32, op, r, 0, count, 13);
-    std::vector<float> expected(count);
-    check::fill_expected(expected.data(), HM_FLOAT32, op, n, 0, count, 13);
-    std::vector<float> recv(count, -1);
-    comm.allreduce(send.data(), recv.data(), count, HM_FLOAT32, op);
-    EXPECT_EQ(check::count_wrong(recv.data(), expected.data(), count, HM_FLOAT32), 0u)
-        << "op " << op << " out of place";
-    comm.allreduce(send.data(), send.data(), count, HM_FLOAT32, op);
-    EXPECT_EQ(check::count_wrong(send.data(), expected.data(), count, HM_FLOAT32), 0u)
-        << "op " << op << " in place";
+    for (bool in_place : {false, true}) {
+      EXPECT_EQ(allreduce_wrong(comm, count, op, 13, in_place), 0u)
+          << "op " << op << " in place " << in_place;
+    }
   }
   comm.set_algorithm(HM_COLL_ALLREDUCE, HM_ALGO_AUTO);
 }
