@@ -32,10 +32,11 @@ run_job() {
   fail "$1: a survivor did not see the fault as expected"
 }
 
-# With HIER=1 every rank is its own host, ranks 0 and 2 in island i0 and rank 1 in i1, and the
-# allreduces (4 MiB) take the hierarchical algorithm in segments on their own threads.
+# With HIER=1 every rank is its own host, rank 0 in island i0 and ranks 1 and 2 in i1, and the
+# allreduces (4 MiB) take the hierarchical algorithm in segments on their own threads. Both
+# survivors exchange data with the victim: rank 0 across the islands, rank 2 inside i1.
 hier_env() {
-  [ -n "${HIER:-}" ] && echo "HOLMES_HOST=fault-h$1 HOLMES_ISLAND=i$(($1 % 2)) HOLMES_ALGO=hier"
+  [ -n "${HIER:-}" ] && echo "HOLMES_HOST=fault-h$1 HOLMES_ISLAND=i$(($1 > 0)) HOLMES_ALGO=hier"
 }
 
 run_job_once() {

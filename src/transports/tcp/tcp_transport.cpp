@@ -44,6 +44,12 @@ constexpr std::size_t kIdentityBytes = 12;
 // notice before their own waits run out. A healthy link never trips it: a live kernel
 // acknowledges at once, also for a frozen process, as long as its receive buffer has room.
 constexpr std::chrono::milliseconds kMinLiveness{1000};
+// A peer that fails writes a notice of why to every peer and closes its connections; a send to
+// it then fails with a reset (its socket had this rank's data unread), usually before the
+// notice, which arrives intact on the other connection, has been read. The send's failure waits
+// this long for the notice, so that this rank reports the cause and the peer's status (say, a
+// disagreement) rather than the reset; a peer that died without a word fails after it.
+constexpr std::chrono::milliseconds kNoticeGrace{20};
 
 // One isend: complete when all its fragments have been written to the kernel.
 struct SendOp {
@@ -102,7 +108,8 @@ struct PeerState {
   std::deque<Fragment> backlog;  // sends waiting for the connections
   int in_expected = 0;           // links the peer said it opens to us
   int in_closed = 0;
-  bool gone = false;  // all its links to us closed: it will send nothing more
+  bool gone = false;        // all its links to us closed: it will send nothing more
+  bool send_reset = false;  // a send to it failed with a reset; its failure waits for a notice
   hm_status_t failure = HM_SUCCESS;
   std::string failure_message;
 };
@@ -155,6 +162,8 @@ class TcpTransport final : public Transport {
   // connection, or has no route); nullopt for other errors.
   std::optional<std::string> link_down(int peer, const error_code& ec) const;
   void fail_peer_now(int peer, hm_status_t status, const std::string& message);
+  // fail_peer_now after kNoticeGrace, unless the peer has failed by then (its notice came).
+  void fail_peer_after_notice_grace(int peer, const std::string& message);
   void do_shutdown(hm_status_t status, const std::string& why);
   std::string context_for(int from, int to, int index, int count) const;
   std::string peer_name(int peer) const;
@@ -447,9 +456,16 @@ void TcpTransport::write_next(int peer, const std::shared_ptr<OutLink>& link) {
   asio::async_write(link->socket, buffers, [this, peer, link](const error_code& ec, std::size_t) {
     if (closed_ || link->queue.empty()) return;  // shut down: the op was already failed
     if (ec) {
-      fail_peer_now(peer, HM_ERR_PEER_FAILED,
-                    link_down(peer, ec).value_or(
-                        fmt::format("sending to {} failed: {}", peer_name(peer), ec.message())));
+      const auto message = link_down(peer, ec).value_or(
+          fmt::format("sending to {} failed: {}", peer_name(peer), ec.message()));
+      const bool closed_by_peer =
+          ec == asio::error::connection_reset || ec == asio::error::broken_pipe;
+      if (closed_by_peer && !peers_[peer].gone) {  // gone: its notice, if any, was read
+        peers_[peer].send_reset = true;
+        fail_peer_after_notice_grace(peer, message);
+      } else {
+        fail_peer_now(peer, HM_ERR_PEER_FAILED, message);
+      }
       return;
     }
     Fragment done = std::move(link->queue.front());
@@ -897,6 +913,8 @@ void TcpTransport::in_link_closed(const std::shared_ptr<InLink>& link, const err
         peer_name(link->peer));
     matcher_.fail_peer(link->peer, HM_ERR_PEER_FAILED, message);
     if (failure_listener_) failure_listener_(link->peer, HM_ERR_PEER_FAILED, message);
+    // A notice would have come before the close: a send that failed need not wait for one.
+    if (p.send_reset) fail_peer_now(link->peer, HM_ERR_PEER_FAILED, message);
   }
 }
 
@@ -905,6 +923,13 @@ void TcpTransport::fail_peer(int peer, hm_status_t status, const std::string& me
     if (!closed_ && peer >= 0 && static_cast<std::size_t>(peer) < peers_.size()) {
       fail_peer_now(peer, status, message);
     }
+  });
+}
+
+void TcpTransport::fail_peer_after_notice_grace(int peer, const std::string& message) {
+  auto timer = std::make_shared<asio::steady_timer>(io_, kNoticeGrace);
+  timer->async_wait([this, timer, peer, message](const error_code&) {
+    if (!closed_) fail_peer_now(peer, HM_ERR_PEER_FAILED, message);
   });
 }
 
