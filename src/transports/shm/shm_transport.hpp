@@ -57,7 +57,7 @@ namespace holmes::shm {
 //   HOLMES_SHM_POLL            0: waiting callers leave all progress to the progress thread
 //                              (default 1: they poll the rings themselves while they wait)
 //   HOLMES_SHM_POLL_US         how long a waiting caller polls (yielding between looks) before
-//                              it sleeps (default 50)
+//                              it sleeps (default 1000)
 //   HOLMES_SHM_FUSED_REDUCE    0: combining receives (Transport::irecv_reduce) are refused, so
 //                              collectives copy each chunk into scratch and reduce from there
 //                              (default 1: reduced straight from the ring into the destination)
@@ -76,7 +76,11 @@ struct ShmTuning {
   std::chrono::microseconds park_grace{2000};
   // Whether waiting callers run the progress loop themselves, and for how long before sleeping.
   bool caller_progress = true;
-  std::chrono::microseconds poll_window{50};
+  // 1 ms, not less: with more ranks than cores a peer's answer often comes only after the
+  // scheduler has run the other ranks; a waiter that sleeps sooner pays a futex wake-up per
+  // message (BENCHMARKS.md: 8-byte allreduce on 4 ranks, 2 vCPUs, median 9.8 us against 11.4 us
+  // at 50 us, the bandwidth runs unchanged). A wait longer than that costs 1 ms of yielding.
+  std::chrono::microseconds poll_window{1000};
   // Whether irecv_reduce is offered (a receive that reduces from the ring as it delivers).
   bool fused_reduce = true;
 
