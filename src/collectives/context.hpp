@@ -116,6 +116,8 @@ class CollectiveContext {
   std::size_t chunk_bytes() const { return chunk_bytes_; }
   // How long any one wait of this operation may block.
   std::chrono::milliseconds timeout() const { return timeout_; }
+  // Bumped on every completed transfer of the communicator's collectives (nullptr: none kept).
+  const std::atomic<std::uint64_t>* progress() const { return resources_.progress; }
 
   // The same operation seen by a subset or a reordering of the ranks, for algorithms built from
   // phases (a ring over islands, then over lanes): rank(), size() and every peer argument are

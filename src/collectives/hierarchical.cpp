@@ -15,6 +15,7 @@
 // Each element is reduced in a fixed order (island ring order, then lane order), and allreduce
 // results are copied out from the one rank that reduced them: identical bits on every rank.
 #include <algorithm>
+#include <atomic>
 #include <condition_variable>
 #include <exception>
 #include <mutex>
@@ -99,19 +100,27 @@ struct TurnAborted {};
 
 class PhaseTurns {
  public:
-  explicit PhaseTurns(std::chrono::milliseconds timeout)
-      : timeout_(timeout), next_(kPhasesPerDescent, 0) {}
+  // `progress` (may be nullptr) counts the communicator's completed transfers.
+  PhaseTurns(std::chrono::milliseconds timeout, const std::atomic<std::uint64_t>* progress)
+      : timeout_(timeout), progress_(progress), next_(kPhasesPerDescent, 0) {}
 
+  // Waits for `segment`'s turn in `phase`. A phase of the segment before may rightly take longer
+  // than the timeout (many transfers on a slow link, each within it), so the wait fails with
+  // HM_ERR_TIMEOUT only after a whole timeout in which no transfer of the communicator completed.
   void enter(std::uint64_t phase, int segment) {
     std::unique_lock lock(mutex_);
-    const bool turn =
-        cv_.wait_for(lock, timeout_, [&] { return aborted_ || next_[phase] == segment; });
-    if (aborted_) throw TurnAborted{};
-    if (!turn) {
-      fail(HM_ERR_TIMEOUT,
-           "hierarchical allreduce: segment {} waited {} ms for segment {} to finish phase {}",
-           segment, timeout_.count(), next_[phase], phase);
+    auto transfers = [&] { return progress_ != nullptr ? progress_->load() : 0; };
+    for (auto seen = transfers();;) {
+      if (cv_.wait_for(lock, timeout_, [&] { return aborted_ || next_[phase] == segment; })) break;
+      if (transfers() == seen) {
+        fail(HM_ERR_TIMEOUT,
+             "hierarchical allreduce: segment {} waited {} ms for segment {} to finish phase {}, "
+             "and no transfer completed meanwhile",
+             segment, timeout_.count(), next_[phase], phase);
+      }
+      seen = transfers();
     }
+    if (aborted_) throw TurnAborted{};
   }
   void leave(std::uint64_t phase) {
     {
@@ -130,6 +139,7 @@ class PhaseTurns {
 
  private:
   std::chrono::milliseconds timeout_;
+  const std::atomic<std::uint64_t>* progress_;
   std::mutex mutex_;
   std::condition_variable cv_;
   std::vector<int> next_;  // per phase: the segment whose turn it is
@@ -261,7 +271,7 @@ void hierarchical_allreduce(CollectiveContext& ctx, const Hierarchy& h, const Co
   const BlockLayout parts(count, segments, count);
   std::vector<ScratchSpace> scratch(static_cast<std::size_t>(segments));
   std::vector<std::exception_ptr> errors(static_cast<std::size_t>(segments));
-  PhaseTurns turns(ctx.timeout());
+  PhaseTurns turns(ctx.timeout(), ctx.progress());
   std::vector<std::thread> threads;
   for (int s = 0; s < segments; ++s) {
     threads.emplace_back([&, s] {
