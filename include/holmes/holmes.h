@@ -121,11 +121,12 @@ typedef enum hm_algorithm HM_ENUM_BASE {
   HM_ALGO_PAIRWISE = 6,           /* alltoall */
   HM_ALGO_HIERARCHICAL = 7,       /* by islands: allreduce, broadcast, reduce */
   HM_ALGO_DISSEMINATION = 8,      /* barrier */
-  HM_ALGORITHM_COUNT = 9
+  HM_ALGO_SHARED_MEMORY = 9, /* one host, small buffers: allreduce, broadcast, reduce, barrier */
+  HM_ALGORITHM_COUNT = 10
 } hm_algorithm_t;
 
 /* Short name of an algorithm ("ring", "rd", "rhd", "tree", "chain", "pairwise", "hier",
- * "dissemination", "auto"); "unknown" for a bad value. */
+ * "dissemination", "shm", "auto"); "unknown" for a bad value. */
 HM_API const char* hm_algorithm_name(hm_algorithm_t algorithm);
 
 /* Size in bytes of one element of dtype. */

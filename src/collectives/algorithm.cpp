@@ -22,6 +22,7 @@ constexpr Named kNames[] = {
     {Algorithm::kPairwise, "pairwise"},
     {Algorithm::kHierarchical, "hier"},
     {Algorithm::kDissemination, "dissemination"},
+    {Algorithm::kSharedMemory, "shm"},
 };
 
 struct CollectiveNamed {
@@ -62,14 +63,15 @@ std::optional<Algorithm> algorithm_from_name(std::string_view name) {
 }
 
 const std::vector<Algorithm>& algorithms_for(CollectiveKind kind) {
-  static const std::vector<Algorithm> kAllreduce = {Algorithm::kRing, Algorithm::kRecursiveDoubling,
-                                                    Algorithm::kHalvingDoubling,
-                                                    Algorithm::kHierarchical};
+  static const std::vector<Algorithm> kAllreduce = {
+      Algorithm::kRing, Algorithm::kRecursiveDoubling, Algorithm::kHalvingDoubling,
+      Algorithm::kHierarchical, Algorithm::kSharedMemory};
   static const std::vector<Algorithm> kRingOnly = {Algorithm::kRing};
-  static const std::vector<Algorithm> kRooted = {Algorithm::kChain, Algorithm::kTree,
-                                                 Algorithm::kHierarchical};
+  static const std::vector<Algorithm> kRooted = {
+      Algorithm::kChain, Algorithm::kTree, Algorithm::kHierarchical, Algorithm::kSharedMemory};
   static const std::vector<Algorithm> kAlltoall = {Algorithm::kPairwise};
-  static const std::vector<Algorithm> kBarrier = {Algorithm::kDissemination};
+  static const std::vector<Algorithm> kBarrier = {Algorithm::kDissemination,
+                                                  Algorithm::kSharedMemory};
   switch (kind) {
     case CollectiveKind::kAllreduce:
       return kAllreduce;

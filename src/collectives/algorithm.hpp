@@ -22,9 +22,13 @@ enum class Algorithm : std::uint8_t {
   kPairwise = HM_ALGO_PAIRWISE,
   kHierarchical = HM_ALGO_HIERARCHICAL,
   kDissemination = HM_ALGO_DISSEMINATION,
+  // Every rank of a one-host communicator publishes its buffer in shared memory and reads the
+  // ones it needs (transports/shared_board.hpp): small allreduce, broadcast, reduce and barrier,
+  // where messages cost more than the data.
+  kSharedMemory = HM_ALGO_SHARED_MEMORY,
 };
 
-// "ring", "rd", "rhd", "tree", "chain", "pairwise", "hier", "dissemination"; "auto".
+// "ring", "rd", "rhd", "tree", "chain", "pairwise", "hier", "dissemination", "shm"; "auto".
 const char* algorithm_name(Algorithm algorithm);
 std::optional<Algorithm> algorithm_from_name(std::string_view name);
 

@@ -48,6 +48,16 @@ void tree_broadcast(CollectiveContext& ctx, void* buffer, std::size_t count, hm_
 void tree_reduce(CollectiveContext& ctx, const void* send, void* recv, std::size_t count,
                  hm_dtype_t dtype, hm_op_t op, int root, int average_over);
 
+// Through the communicator's shared board (shared_memory.cpp): every rank publishes its buffer
+// and reduces everyone's in rank order. Needs ctx.shared_board() and a buffer that fits a slot.
+void shared_memory_allreduce(CollectiveContext& ctx, const void* send, void* recv,
+                             std::size_t count, hm_dtype_t dtype, hm_op_t op);
+void shared_memory_broadcast(CollectiveContext& ctx, void* buffer, std::size_t count,
+                             hm_dtype_t dtype, int root);
+void shared_memory_reduce(CollectiveContext& ctx, const void* send, void* recv, std::size_t count,
+                          hm_dtype_t dtype, hm_op_t op, int root);
+void shared_memory_barrier(CollectiveContext& ctx);
+
 // By islands (hierarchical.cpp); `ctx` spans the whole communicator.
 void hierarchical_allreduce(CollectiveContext& ctx, const Hierarchy& h, const CostModel& model,
                             const void* send, void* recv, std::size_t count, hm_dtype_t dtype,

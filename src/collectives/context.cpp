@@ -174,6 +174,24 @@ void CollectiveContext::copy(void* dst, const void* src, std::size_t bytes) {
   }
 }
 
+void CollectiveContext::copy_to_host(void* host, const void* src, std::size_t bytes) {
+  if (bytes == 0) return;
+  if (on_device()) {
+    resources_.device->to_host(host, src, bytes);
+  } else {
+    std::memmove(host, src, bytes);
+  }
+}
+
+void CollectiveContext::copy_from_host(void* dst, const void* host, std::size_t bytes) {
+  if (bytes == 0) return;
+  if (on_device()) {
+    resources_.device->from_host(dst, host, bytes);
+  } else {
+    std::memmove(dst, host, bytes);
+  }
+}
+
 Transfer CollectiveContext::send(int position, std::uint64_t step,
                                  std::span<const std::byte> data) {
   const int peer = member(position);
@@ -240,6 +258,12 @@ void CollectiveContext::wait(const Transfer& transfer) {
   }
   if (resources_.progress != nullptr) {
     resources_.progress->fetch_add(1, std::memory_order_relaxed);
+  }
+}
+
+void CollectiveContext::cancel(const Transfer& transfer, std::uint64_t step) {
+  if (!transfer.request->done()) {
+    transport_.cancel_receive(transfer.peer, collective_tag(sequence_, full_step(step)));
   }
 }
 

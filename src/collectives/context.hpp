@@ -118,6 +118,12 @@ class CollectiveContext {
   std::chrono::milliseconds timeout() const { return timeout_; }
   // Bumped on every completed transfer of the communicator's collectives (nullptr: none kept).
   const std::atomic<std::uint64_t>* progress() const { return resources_.progress; }
+  // The operation's number and signature (every rank of the call has the same), and its name.
+  std::uint64_t sequence() const { return sequence_; }
+  std::uint32_t signature() const { return signature_; }
+  const OperationName& name() const { return what_; }
+  // Memory every rank of the communicator can read, when its transport has it (nullptr else).
+  SharedBoard* shared_board() { return transport_.shared_board(); }
 
   // The same operation seen by a subset or a reordering of the ranks, for algorithms built from
   // phases (a ring over islands, then over lanes): rank(), size() and every peer argument are
@@ -136,6 +142,8 @@ class CollectiveContext {
   // The root of a rooted collective, as a position of this context: named in error messages
   // and in probes, so that ranks that disagree on it are told both roots.
   void set_root(int position) { root_ = member(position); }
+  // The root's communicator rank; -1 for a collective without one.
+  int root() const { return root_; }
 
   // Scratch memory for this operation, of the buffers' kind (host or device): reused across the
   // communicator's calls (they never run concurrently), so small collectives do not pay for
@@ -152,6 +160,9 @@ class CollectiveContext {
   void finalize_average(hm_dtype_t dtype, void* data, std::size_t count, int nranks);
   // Copies between buffers that are the same or do not overlap (host: any overlap).
   void copy(void* dst, const void* src, std::size_t bytes);
+  // Copies between the caller's buffers (or scratch) and host memory that is not theirs.
+  void copy_to_host(void* host, const void* src, std::size_t bytes);
+  void copy_from_host(void* dst, const void* host, std::size_t bytes);
 
   Transfer send(int peer, std::uint64_t step, std::span<const std::byte> data);
   Transfer recv(int peer, std::uint64_t step, std::span<std::byte> data);
@@ -168,6 +179,14 @@ class CollectiveContext {
   // its peer (once per peer and context).
   void wait(const Transfer& transfer);
   void wait_all(const std::vector<Transfer>& transfers);
+  // Gives up a receive that has not completed (Transport::cancel_receive): its request ends
+  // with HM_ERR_ABORTED and nobody waits for it.
+  void cancel(const Transfer& transfer, std::uint64_t step);
+
+  // Sends `peer` (a position) this rank's call in a probe, unless done before: the peer's
+  // matcher fails its own call in this slot if it differs (matcher.hpp). Receives do it by
+  // themselves after kProbeAfter; collectives that wait otherwise (the shared board) call it.
+  void probe_position(int position) { probe(member(position)); }
 
   // How long a receive waits before it probes its peer: far above a message's time on any
   // link of a healthy call, so a probe follows only a late peer (one empty message, which the

@@ -167,6 +167,11 @@ double rooted_us(const CostModel& m, int n, double bytes, const LinkCost& link, 
                   tree_us(m, n, bytes, link, chunk_bytes, reduces));
 }
 
+// Whether the communicator has a shared board and `bytes` fit one of its slots.
+bool fits_board(const Hierarchy& h, double bytes) {
+  return h.board_bytes > 0 && bytes <= static_cast<double>(h.board_bytes);
+}
+
 }  // namespace
 
 CostModel CostModel::from_env() {
@@ -230,6 +235,8 @@ Hierarchy make_hierarchy(const std::vector<std::string>& hosts,
 double predict(const Hierarchy& h, const CostModel& m, CollectiveKind kind, Algorithm algorithm,
                double bytes) {
   if (!algorithm_applies(kind, algorithm)) return kInfinity;
+  // Only with a board the buffer fits (not even alone: a communicator of one rank has none).
+  if (algorithm == Algorithm::kSharedMemory && !fits_board(h, bytes)) return kInfinity;
   const Hierarchy::Summary& s = h.summary;
   const double chunk = m.chunk_bytes;
   const int n = h.size();
@@ -244,6 +251,11 @@ double predict(const Hierarchy& h, const CostModel& m, CollectiveKind kind, Algo
           return rd_allreduce_us(m, n, bytes, s.any, chunk);
         case Algorithm::kHalvingDoubling:
           return rhd_allreduce_us(m, n, bytes, s.any, chunk);
+        case Algorithm::kSharedMemory:
+          // One publication, then each rank reads and reduces every peer's buffer: the latency
+          // of the host tier once (waiting for the last rank), no chunks.
+          return h.same_host.latency_us +
+                 (n - 1) * (h.same_host.transfer_us(bytes) + bytes * reduce_us_per_byte);
         case Algorithm::kHierarchical: {
           // Host level: M0 shards (M0 = ranks of the smallest host) over shared memory; island
           // level: M1 shards of those (M1 = hosts of the smallest island) over the island's
@@ -286,6 +298,12 @@ double predict(const Hierarchy& h, const CostModel& m, CollectiveKind kind, Algo
         case Algorithm::kHierarchical:
           return rooted_us(m, s.islands, bytes, h.other_island, chunk, reduces) +
                  rooted_us(m, s.largest_island, bytes, s.intra, chunk, reduces);
+        case Algorithm::kSharedMemory:
+          // Broadcast: every rank reads the root's slot at once. Reduce: the root reads and
+          // reduces every other rank's.
+          return h.same_host.latency_us +
+                 (reduces ? (n - 1) * (h.same_host.transfer_us(bytes) + bytes * reduce_us_per_byte)
+                          : h.same_host.transfer_us(bytes));
         default:
           return kInfinity;
       }
@@ -303,6 +321,7 @@ double predict(const Hierarchy& h, const CostModel& m, CollectiveKind kind, Algo
       return (n - 1) * (s.any.latency_us + m.chunk_overhead_us) +
              s.any.transfer_us((n - 1.0) / n * bytes);
     case CollectiveKind::kBarrier:
+      if (algorithm == Algorithm::kSharedMemory) return h.same_host.latency_us;
       return ceil_log2(n) * (s.any.latency_us + m.chunk_overhead_us);
   }
   return kInfinity;
@@ -343,7 +362,8 @@ Algorithm choose_rooted(const CostModel& model, int ranks, double bytes, const L
 Prediction choose(const Hierarchy& h, const CostModel& model, CollectiveKind kind, double bytes,
                   Algorithm forced) {
   if (forced != Algorithm::kAuto && algorithm_applies(kind, forced)) {
-    return {forced, predict(h, model, kind, forced, bytes)};
+    const double t = predict(h, model, kind, forced, bytes);
+    if (t < kInfinity) return {forced, t};
   }
   Prediction best{algorithms_for(kind).front(), kInfinity};
   for (auto algorithm : algorithms_for(kind)) {

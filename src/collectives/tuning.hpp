@@ -60,6 +60,9 @@ struct Hierarchy {
   LinkCost same_host;
   LinkCost same_island;
   LinkCost other_island;
+  // The largest buffer the communicator's shared board holds (transports/shared_board.hpp);
+  // 0 when it has none (ranks on several hosts, or not every peer on shm).
+  std::size_t board_bytes = 0;
 
   // What the predictions read, derived once by make_hierarchy (not on every call).
   struct Summary {
@@ -98,7 +101,9 @@ struct Prediction {
 double predict(const Hierarchy& h, const CostModel& model, CollectiveKind kind, Algorithm algorithm,
                double bytes);
 
-// The fastest applicable algorithm for `kind`, or `forced` with its prediction.
+// The fastest applicable algorithm for `kind`, or `forced` with its prediction where `forced`
+// can run at all (the shared-memory allreduce needs a board and a buffer that fits it; forced
+// elsewhere, the choice falls back to the fastest).
 Prediction choose(const Hierarchy& h, const CostModel& model, CollectiveKind kind, double bytes,
                   Algorithm forced = Algorithm::kAuto);
 

@@ -18,6 +18,7 @@
 #include "core/log.hpp"
 #include "core/status.hpp"
 #include "topology/merge.hpp"
+#include "transports/shared_board.hpp"
 
 namespace holmes::detail {
 namespace {
@@ -26,6 +27,10 @@ namespace {
 // and arm64 user space), so a larger count is a bug in the caller (often a negative number
 // converted to size_t), refused before it could overflow pointer arithmetic or a memcpy.
 constexpr std::size_t kMaxBufferBytes = std::size_t{1} << 48;
+// Calls up to this size drive their transport from the caller's thread (begin_caller_drive):
+// they are over in microseconds to a few milliseconds and wait polling. Larger calls leave the
+// transport's thread free to move data while the caller reduces.
+constexpr std::size_t kCallerDriveMaxBytes = std::size_t{64} << 10;
 
 std::string hex(std::span<const std::uint8_t> bytes) {
   std::string out;
@@ -55,6 +60,8 @@ CommunicatorImpl::CommunicatorImpl(Params params)
   }
   localities_ = params.facts.localities;
   hierarchy_ = make_hierarchy_from(params.facts);
+  // Every rank has a board or none: it follows from the routes, which all ranks agree on.
+  if (SharedBoard* board = transport_->shared_board()) hierarchy_.board_bytes = board->slot_bytes();
 }
 
 Hierarchy CommunicatorImpl::make_hierarchy_from(const WiringFacts& facts) const {
@@ -378,6 +385,22 @@ void CommunicatorImpl::execute(const CollectiveCall& call, std::uint64_t sequenc
       OperationName{collective_name(call.kind), sequence, algorithm_name(algorithm), rank_},
       CollectiveResources{&scratch_, &progress_, device,
                           device != nullptr ? &staging(*device) : nullptr});
+  // A small call is over in microseconds, waits polling all along and never computes for long:
+  // its thread drives the transport, so peers need not wake the transport's thread meanwhile.
+  // (The shared-memory allreduce sends no messages: nothing to drive.)
+  const bool drive = call.count * dtype_size(call.dtype) <= kCallerDriveMaxBytes &&
+                     algorithm != Algorithm::kSharedMemory;
+  struct DriveScope {
+    Transport* transport;
+    explicit DriveScope(Transport* t) : transport(t) {
+      if (transport != nullptr) transport->begin_caller_drive();
+    }
+    ~DriveScope() {
+      if (transport != nullptr) transport->end_caller_drive();
+    }
+    DriveScope(const DriveScope&) = delete;
+    DriveScope& operator=(const DriveScope&) = delete;
+  } scope(drive ? transport_.get() : nullptr);
   try {
     run(ctx, call, algorithm);
   } catch (const Error& e) {
@@ -411,6 +434,9 @@ void CommunicatorImpl::run(CollectiveContext& ctx, const CollectiveCall& call,
         case Algorithm::kHierarchical:
           return hierarchical_allreduce(ctx, h, cost_model_, call.send, call.recv, call.count,
                                         call.dtype, call.op);
+        case Algorithm::kSharedMemory:
+          return shared_memory_allreduce(ctx, call.send, call.recv, call.count, call.dtype,
+                                         call.op);
         default: {
           auto ring = ordered();
           return ring_allreduce(ring, call.send, call.recv, call.count, call.dtype, call.op);
@@ -428,6 +454,8 @@ void CommunicatorImpl::run(CollectiveContext& ctx, const CollectiveCall& call,
         case Algorithm::kHierarchical:
           return hierarchical_broadcast(ctx, h, cost_model_, call.recv, call.count, call.dtype,
                                         call.root);
+        case Algorithm::kSharedMemory:
+          return shared_memory_broadcast(ctx, call.recv, call.count, call.dtype, call.root);
         default: {
           auto chain = ordered();
           return chain_broadcast(chain, call.recv, call.count, call.dtype, position_of(call.root));
@@ -441,6 +469,9 @@ void CommunicatorImpl::run(CollectiveContext& ctx, const CollectiveCall& call,
         case Algorithm::kHierarchical:
           return hierarchical_reduce(ctx, h, cost_model_, call.send, call.recv, call.count,
                                      call.dtype, call.op, call.root);
+        case Algorithm::kSharedMemory:
+          return shared_memory_reduce(ctx, call.send, call.recv, call.count, call.dtype, call.op,
+                                      call.root);
         default: {
           auto chain = ordered();
           return chain_reduce(chain, call.send, call.recv, call.count, call.dtype, call.op,
@@ -450,6 +481,7 @@ void CommunicatorImpl::run(CollectiveContext& ctx, const CollectiveCall& call,
     case CollectiveKind::kAlltoall:
       return pairwise_alltoall(ctx, call.send, call.recv, call.count, call.dtype);
     case CollectiveKind::kBarrier:
+      if (algorithm == Algorithm::kSharedMemory) return shared_memory_barrier(ctx);
       return dissemination_barrier(ctx);
   }
 }

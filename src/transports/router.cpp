@@ -108,6 +108,33 @@ void Router::shutdown(hm_status_t status, const std::string& why, bool wait) {
   }
 }
 
+Transport* Router::sole_carrier() const {
+  // A drive promises that every wait of the caller polls the driven transport; a wait on any
+  // other carrier (or on the shaper's thread) would sleep without polling it.
+  if (shaper_) return nullptr;
+  std::optional<TransportKind> kind;
+  for (int peer = 0; peer < size(); ++peer) {
+    if (peer == rank_) continue;
+    const auto k = routes_[static_cast<std::size_t>(peer)].kind;
+    if (kind && *kind != k) return nullptr;
+    kind = k;
+  }
+  return kind ? transports_[static_cast<std::size_t>(*kind)].get() : nullptr;
+}
+
+void Router::begin_caller_drive() {
+  if (Transport* t = sole_carrier()) t->begin_caller_drive();
+}
+
+void Router::end_caller_drive() {
+  if (Transport* t = sole_carrier()) t->end_caller_drive();
+}
+
+SharedBoard* Router::shared_board() {
+  Transport* t = sole_carrier();
+  return t != nullptr ? t->shared_board() : nullptr;
+}
+
 std::chrono::microseconds Router::yield_before_sleep(int peer) const {
   // A shaped send completes after its delay, on the shaper's thread: nothing to yield for.
   if (shaper_ && shaper_->shape(peer) != nullptr) return std::chrono::microseconds(0);

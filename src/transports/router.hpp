@@ -41,6 +41,12 @@ class Router final : public Transport {
   void shutdown(hm_status_t status, const std::string& why, bool wait) override;
   LinkProperties link(int peer) const override;
   std::chrono::microseconds yield_before_sleep(int peer) const override;
+  void begin_caller_drive() override;
+  void end_caller_drive() override;
+  SharedBoard* shared_board() override;
+  void cancel_receive(int peer, std::uint64_t tag) override {
+    carrier(peer).cancel_receive(peer, tag);
+  }
   void fail_peer(int peer, hm_status_t status, const std::string& message) override;
 
   const Route& route(int peer) const { return routes_.at(static_cast<std::size_t>(peer)); }
@@ -52,6 +58,8 @@ class Router final : public Transport {
 
  private:
   Transport& carrier(int peer) const;
+  // The transport that carries every peer's traffic, unshaped; nullptr when there is none.
+  Transport* sole_carrier() const;
 
   int rank_;
   std::vector<std::unique_ptr<Transport>> transports_;

@@ -28,6 +28,8 @@
 
 namespace holmes {
 
+class SharedBoard;
+
 // What a link can carry: the transport's name and its nominal speed, for logs, queries and (in
 // time) the cost model.
 struct LinkProperties {
@@ -90,6 +92,28 @@ class Transport {
     (void)peer;
     return std::chrono::microseconds(0);
   }
+
+  // The calling thread is about to drive this transport itself for a short while: it will post
+  // and wait (polling) within microseconds, so peers need not wake the transport's own thread
+  // for news meanwhile (on shared memory a wake-up is a system call for the sender and a context
+  // switch for the receiver, more than a small collective costs). Ends with end_caller_drive on
+  // the same thread, or earlier by itself when that thread goes to sleep in a wait. Nesting is
+  // not allowed. Transports without a progress thread of their own ignore it.
+  virtual void begin_caller_drive() {}
+  virtual void end_caller_drive() {}
+
+  // Fails a receive posted earlier that is no longer wanted (it completes with HM_ERR_ABORTED);
+  // nothing if it has finished. For the receive a shared-board wait posts so that the matcher
+  // knows this rank's call in its slot (collectives/shared_memory.cpp): only transports with a
+  // board (shm) get one.
+  virtual void cancel_receive(int peer, std::uint64_t tag) {
+    (void)peer;
+    (void)tag;
+  }
+
+  // Memory every rank of the communicator can read (shared_board.hpp), where this transport
+  // carries every peer and has it (shm); nullptr otherwise.
+  virtual SharedBoard* shared_board() { return nullptr; }
 
   // Fails everything pending with `peer` and all later traffic with it. The router calls this
   // when the control plane sees the peer go, for transports (shm, ucx) that cannot see it.

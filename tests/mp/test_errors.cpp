@@ -153,6 +153,31 @@ TEST(MismatchTest, DifferentCountsAreDetected) {
   EXPECT_EQ(hm_barrier(comm.handle), status);
 }
 
+// One rank's count fits the shared board (one host, 16 KiB) and the others' does not, so it
+// waits for publications while they exchange messages: the probes and verdicts still end every
+// call with HM_ERR_MISMATCH, well before the timeout.
+TEST(MismatchTest, CountsOnBothSidesOfTheSharedBoardAreDetected) {
+  CComm comm(kFaultTimeoutMs);
+  int rank = 0;
+  hm_comm_rank(comm.handle, &rank);
+  std::vector<float> data(16384, 1.0f);  // 64 KiB
+  const size_t count = rank == 0 ? 1024 : data.size();
+  const auto start = std::chrono::steady_clock::now();
+  const hm_status_t status =
+      hm_allreduce(comm.handle, data.data(), data.data(), count, HM_FLOAT32, HM_SUM);
+  const auto took = std::chrono::steady_clock::now() - start;
+  const std::string message = hm_last_error_message();
+  EXPECT_LT(took, std::chrono::milliseconds(3000)) << message;
+  const auto all = gather_all(static_cast<std::uint64_t>(status));
+  bool someone_saw_mismatch = false;
+  for (auto s : all) {
+    EXPECT_TRUE(s == HM_ERR_MISMATCH || s == HM_ERR_PEER_FAILED || s == HM_ERR_ABORTED)
+        << "status " << hm_status_string(static_cast<hm_status_t>(s));
+    someone_saw_mismatch |= s == HM_ERR_MISMATCH;
+  }
+  EXPECT_TRUE(someone_saw_mismatch);
+}
+
 TEST(MismatchTest, DifferentDtypesAreDetected) {
   CComm comm(kFaultTimeoutMs);
   int rank = 0;

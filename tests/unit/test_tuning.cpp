@@ -72,6 +72,41 @@ TEST(CostModel, SmallMessagesAvoidTheRingLargeOnesTakeIt) {
   EXPECT_NE(choose(h, m, CollectiveKind::kAllreduce, 64e6).algorithm, Algorithm::kHierarchical);
 }
 
+TEST(CostModel, SharedMemoryAllreduceNeedsABoardAndABufferThatFits) {
+  CostModel m;
+  Hierarchy h = cluster(1, 1, 4, m);
+  // Without a board (tcp, several hosts) it never runs, even forced.
+  EXPECT_EQ(predict(h, m, CollectiveKind::kAllreduce, Algorithm::kSharedMemory, 8),
+            std::numeric_limits<double>::infinity());
+  EXPECT_EQ(choose(h, m, CollectiveKind::kAllreduce, 8, Algorithm::kSharedMemory).algorithm,
+            Algorithm::kRecursiveDoubling);
+  h.board_bytes = 16 << 10;
+  // With one: small allreduces take it (one host latency against log2(n) rounds of messages),
+  // buffers above a slot do not, and other collectives never have it.
+  const auto tiny = choose(h, m, CollectiveKind::kAllreduce, 8);
+  EXPECT_EQ(tiny.algorithm, Algorithm::kSharedMemory);
+  EXPECT_LT(tiny.microseconds,
+            predict(h, m, CollectiveKind::kAllreduce, Algorithm::kRecursiveDoubling, 8));
+  EXPECT_EQ(choose(h, m, CollectiveKind::kAllreduce, 16 << 10).algorithm, Algorithm::kSharedMemory);
+  EXPECT_NE(choose(h, m, CollectiveKind::kAllreduce, (16 << 10) + 4).algorithm,
+            Algorithm::kSharedMemory);
+  EXPECT_EQ(choose(h, m, CollectiveKind::kAllreduce, 1e6, Algorithm::kSharedMemory).algorithm,
+            choose(h, m, CollectiveKind::kAllreduce, 1e6).algorithm);
+  EXPECT_FALSE(algorithm_applies(CollectiveKind::kAlltoall, Algorithm::kSharedMemory));
+  EXPECT_FALSE(algorithm_applies(CollectiveKind::kAllgather, Algorithm::kSharedMemory));
+  // Small broadcasts, reduces and barriers take it too.
+  EXPECT_EQ(choose(h, m, CollectiveKind::kBroadcast, 64).algorithm, Algorithm::kSharedMemory);
+  EXPECT_EQ(choose(h, m, CollectiveKind::kReduce, 64).algorithm, Algorithm::kSharedMemory);
+  EXPECT_EQ(choose(h, m, CollectiveKind::kBarrier, 0).algorithm, Algorithm::kSharedMemory);
+  EXPECT_NE(choose(h, m, CollectiveKind::kBroadcast, 1e6).algorithm, Algorithm::kSharedMemory);
+  // Many ranks on one host: reading every peer's buffer costs more than log2(n) exchanges.
+  Hierarchy crowd = cluster(1, 1, 64, m);
+  crowd.board_bytes = 16 << 10;
+  EXPECT_EQ(choose(crowd, m, CollectiveKind::kAllreduce, 8).algorithm, Algorithm::kSharedMemory);
+  EXPECT_NE(choose(crowd, m, CollectiveKind::kAllreduce, 16 << 10).algorithm,
+            Algorithm::kSharedMemory);
+}
+
 TEST(CostModel, ASlowLinkBetweenIslandsMakesHierarchicalWin) {
   CostModel m;
   m.inter_island = {100, 0.125};  // 1 Gbit/s between islands
@@ -126,6 +161,10 @@ TEST(ForcedAlgorithms, OneNameAppliesWhereItExists) {
   EXPECT_EQ(list.get(CollectiveKind::kBroadcast), Algorithm::kChain);
   EXPECT_EQ(list.get(CollectiveKind::kReduce), Algorithm::kAuto);
   EXPECT_EQ(ForcedAlgorithms::parse("auto").get(CollectiveKind::kAllreduce), Algorithm::kAuto);
+  EXPECT_EQ(ForcedAlgorithms::parse("shm").get(CollectiveKind::kAllreduce),
+            Algorithm::kSharedMemory);
+  EXPECT_EQ(ForcedAlgorithms::parse("shm").get(CollectiveKind::kBarrier), Algorithm::kSharedMemory);
+  EXPECT_EQ(ForcedAlgorithms::parse("shm").get(CollectiveKind::kAlltoall), Algorithm::kAuto);
 }
 
 void expect_invalid(const std::string& text, const std::string& mentions) {

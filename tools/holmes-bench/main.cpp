@@ -340,7 +340,7 @@ int main(int argc, char** argv) {
                  "holmes-sim/holmes-plan --calibration");
   std::string algo_arg = "auto";
   app.add_option("--algo", algo_arg,
-                 "force an algorithm (ring, rd, rhd, tree, chain, pairwise, hier) for the "
+                 "force an algorithm (ring, rd, rhd, tree, chain, pairwise, hier, shm) for the "
                  "collectives that have it; default auto: the cost model picks per size");
   bool on_device = false;
   app.add_flag("--device", on_device,

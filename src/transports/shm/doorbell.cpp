@@ -49,6 +49,29 @@ std::uint32_t doorbell_value(SegmentHeader& header) {
   return std::atomic_ref<std::uint32_t>(header.doorbell).load(std::memory_order_acquire);
 }
 
+void publish_word(std::uint32_t& word, std::uint32_t value, std::uint32_t& waiters) {
+  std::atomic_ref<std::uint32_t>(word).store(value, std::memory_order_seq_cst);
+  if (std::atomic_ref<std::uint32_t>(waiters).load(std::memory_order_seq_cst) != 0) {
+    futex(&word, FUTEX_WAKE, INT_MAX, nullptr);
+  }
+}
+
+void wait_for_word(std::uint32_t& word, std::uint32_t value, std::uint32_t& waiters,
+                   std::chrono::nanoseconds timeout) {
+  if (timeout.count() <= 0) return;
+  std::atomic_ref<std::uint32_t> count(waiters);
+  count.fetch_add(1, std::memory_order_seq_cst);
+  const std::uint32_t seen = std::atomic_ref<std::uint32_t>(word).load(std::memory_order_seq_cst);
+  if (seen != value) {
+    const auto seconds = std::chrono::duration_cast<std::chrono::seconds>(timeout);
+    timespec relative{};
+    relative.tv_sec = static_cast<time_t>(seconds.count());
+    relative.tv_nsec = static_cast<long>((timeout - seconds).count());
+    futex(&word, FUTEX_WAIT, seen, &relative);  // EAGAIN, EINTR, ETIMEDOUT: the caller looks again
+  }
+  count.fetch_sub(1, std::memory_order_seq_cst);
+}
+
 void sleep_on_doorbell(SegmentHeader& header, std::uint32_t seen,
                        std::chrono::nanoseconds timeout) {
   if (timeout.count() <= 0) return;

@@ -36,4 +36,11 @@ std::uint32_t doorbell_value(SegmentHeader& header);
 // signal arrives (the caller loops anyway).
 void sleep_on_doorbell(SegmentHeader& header, std::uint32_t seen, std::chrono::nanoseconds timeout);
 
+// A word in shared memory that readers wait for (a board slot's round): the writer stores
+// `value` and wakes the readers that count themselves in `waiters`; a reader sleeps until the
+// word holds `value` (or moves at all), at most `timeout`. Same ordering argument as the doorbell.
+void publish_word(std::uint32_t& word, std::uint32_t value, std::uint32_t& waiters);
+void wait_for_word(std::uint32_t& word, std::uint32_t value, std::uint32_t& waiters,
+                   std::chrono::nanoseconds timeout);
+
 }  // namespace holmes::shm

@@ -1,12 +1,13 @@
 // The bytes of a shm segment, shared by every process that maps it.
 //
-// One segment per endpoint (the receiver): a header page, then one ring per rank of the
-// communicator. Ring `s` is written only by rank `s` (single producer) and read only by the
-// owner (single consumer). Untouched ring pages cost nothing until used, but the whole segment
-// is reserved with posix_fallocate so that a full /dev/shm is an error at creation instead of a
-// SIGBUS in the middle of a collective.
+// One segment per endpoint (the receiver): a header page, the owner's board (where it publishes
+// the buffer of a small collective for every peer to read, shared_board.hpp), then one ring per
+// rank of the communicator. Ring `s` is written only by rank `s` (single producer) and read only
+// by the owner (single consumer). Untouched ring pages cost nothing until used, but the whole
+// segment is reserved with posix_fallocate so that a full /dev/shm is an error at creation instead
+// of a SIGBUS in the middle of a collective.
 //
-//   [SegmentHeader, 4 KiB][RingControl 4 KiB][ring 0 data]...[RingControl][ring n-1 data]
+//   [SegmentHeader, 4 KiB][board: 2 slots][RingControl 4 KiB][ring 0 data]...[ring n-1 data]
 //
 // Everything here is read by processes that must not trust each other completely: fields are
 // plain integers read through std::atomic_ref (an object in shared memory has no C++ lifetime in
@@ -23,13 +24,21 @@ namespace holmes::shm {
 
 // "HOLMESHM" read as a little-endian 64-bit number.
 inline constexpr std::uint64_t kSegmentMagic = 0x4d4853454d4c4f48ull;
-inline constexpr std::uint32_t kLayoutVersion = 2;
+inline constexpr std::uint32_t kLayoutVersion = 3;
 inline constexpr std::size_t kPageBytes = 4096;
 inline constexpr std::size_t kHeaderBytes = kPageBytes;
 inline constexpr std::size_t kRingControlBytes = kPageBytes;
 inline constexpr std::size_t kCacheLine = 64;
 inline constexpr std::size_t kNonceBytes = 32;
 inline constexpr std::size_t kMacBytes = 32;
+
+// The board: two slots (rounds alternate between them), each a header line and the data.
+inline constexpr std::size_t kBoardSlotBytes = 16u << 10;
+inline constexpr std::size_t kBoardSlotStride = kCacheLine + kBoardSlotBytes;
+inline constexpr std::size_t kBoardOffset = kHeaderBytes;
+inline constexpr std::size_t kBoardBytes =
+    (2 * kBoardSlotStride + kPageBytes - 1) / kPageBytes * kPageBytes;
+inline constexpr std::size_t kRingsOffset = kBoardOffset + kBoardBytes;
 
 // Room for the reason an endpoint gives when it closes.
 inline constexpr std::size_t kCloseReasonBytes = 1024;
@@ -69,8 +78,8 @@ struct alignas(kCacheLine) SegmentHeader {
   std::uint32_t reserved1;
   std::uint64_t ring_bytes;           // data bytes per ring, a power of two
   std::uint64_t ring_stride;          // kRingControlBytes + ring_bytes
-  std::uint64_t rings_offset;         // kHeaderBytes
-  std::uint64_t total_bytes;          // rings_offset + ring_count * ring_stride
+  std::uint64_t rings_offset;         // kRingsOffset
+  std::uint64_t total_bytes;          // kRingsOffset + ring_count * ring_stride
   std::uint8_t owner_mac[kMacBytes];  // proves the owner holds the job token
 
   // Set when the owner shuts down: nothing it has not consumed yet will be read. Before that it
@@ -115,6 +124,22 @@ struct alignas(kCacheLine) RingControl {
 };
 static_assert(sizeof(RingControl) <= kRingControlBytes);
 static_assert(std::is_trivially_copyable_v<RingControl>);
+
+// The line before each board slot's data, written by the owner only: the data, then `bytes`,
+// `signature`, `root` and `sequence`, then `round` with release order (readers load it with acquire
+// and read the rest only when it names the round they wait for). `waiters` counts peers asleep on
+// `round_word` (the low half of `round`, for the futex), to be woken when it changes.
+struct alignas(kCacheLine) BoardSlotHeader {
+  std::uint64_t round;     // 1, 2, 3 ... (0: never published); slot = round % 2
+  std::uint64_t sequence;  // the communicator's operation number
+  std::uint32_t signature;
+  std::uint32_t bytes;
+  std::uint32_t round_word;
+  std::uint32_t waiters;
+  std::int32_t root;  // -1: not a rooted collective
+};
+static_assert(sizeof(BoardSlotHeader) <= kCacheLine);
+static_assert(std::is_trivially_copyable_v<BoardSlotHeader>);
 
 enum class RecordKind : std::uint32_t {
   kData = 0x41544144,  // "DATA": a fragment of a message, payload follows

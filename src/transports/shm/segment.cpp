@@ -202,16 +202,20 @@ void OwnSegment::unlink() {
 void OwnSegment::set_layout(int rank, std::uint32_t ring_count, std::uint64_t ring_bytes,
                             const std::vector<bool>& reserve, const Proofs& proofs) {
   const std::uint64_t stride = kRingControlBytes + ring_bytes;
-  const std::uint64_t total = kHeaderBytes + ring_count * stride;
+  const std::uint64_t total = kRingsOffset + ring_count * stride;
   if (ftruncate(fd_.get(), static_cast<off_t>(total)) != 0) {
     fail(HM_ERR_TRANSPORT, "cannot size shm segment {} to {} bytes: {}", name_, total,
          errno_text(errno));
   }
-  // Reserve now what the peers will write, so that a full /dev/shm is this error rather than a
-  // SIGBUS when a ring page is first touched.
+  // Reserve now what the peers will write (and the board this owner writes), so that a full
+  // /dev/shm is this error rather than a SIGBUS when a page is first touched.
+  if (const int error = posix_fallocate(fd_.get(), kBoardOffset, kBoardBytes); error != 0) {
+    fail(HM_ERR_OUT_OF_MEMORY, "no room in /dev/shm for the board of shm segment {}: {}", name_,
+         errno_text(error));
+  }
   for (std::uint32_t slot = 0; slot < ring_count && slot < reserve.size(); ++slot) {
     if (!reserve[slot]) continue;
-    const auto offset = static_cast<off_t>(kHeaderBytes + slot * stride);
+    const auto offset = static_cast<off_t>(kRingsOffset + slot * stride);
     if (const int error = posix_fallocate(fd_.get(), offset, static_cast<off_t>(stride));
         error != 0) {
       fail(HM_ERR_OUT_OF_MEMORY,
@@ -227,14 +231,14 @@ void OwnSegment::set_layout(int rank, std::uint32_t ring_count, std::uint64_t ri
   h.ring_count = ring_count;
   h.ring_bytes = ring_bytes;
   h.ring_stride = stride;
-  h.rings_offset = kHeaderBytes;
+  h.rings_offset = kRingsOffset;
   h.total_bytes = total;
   proofs.owner_mac(h, name_, h.owner_mac);
   store_release(h.state, static_cast<std::uint32_t>(SegmentState::kReady));
 }
 
 RingControl& OwnSegment::control(int rank) const {
-  return *reinterpret_cast<RingControl*>(mapping_.data() + kHeaderBytes +
+  return *reinterpret_cast<RingControl*>(mapping_.data() + kRingsOffset +
                                          static_cast<std::size_t>(rank) *
                                              (kRingControlBytes + ring_bytes_));
 }
@@ -312,8 +316,8 @@ std::unique_ptr<PeerSegment> PeerSegment::open(const std::string& name, const Ex
          h.owner_rank, h.ring_count, expect.owner_rank, expect.ring_count);
   }
   if (!power_of_two(h.ring_bytes) || h.ring_bytes < kMinRingBytes || h.ring_bytes > kMaxRingBytes ||
-      h.ring_count > kMaxRings || h.ring_stride != stride || h.rings_offset != kHeaderBytes ||
-      h.total_bytes != kHeaderBytes + h.ring_count * stride) {
+      h.ring_count > kMaxRings || h.ring_stride != stride || h.rings_offset != kRingsOffset ||
+      h.total_bytes != kRingsOffset + h.ring_count * stride) {
     fail(HM_ERR_TRANSPORT,
          "shm segment {} is malformed (ring {} bytes, stride {}, {} rings, {} bytes in all)", name,
          h.ring_bytes, h.ring_stride, h.ring_count, h.total_bytes);
@@ -341,13 +345,22 @@ std::unique_ptr<PeerSegment> PeerSegment::open(const std::string& name, const Ex
 }
 
 RingControl& PeerSegment::control(int rank) const {
-  return *reinterpret_cast<RingControl*>(mapping_.data() + kHeaderBytes +
+  return *reinterpret_cast<RingControl*>(mapping_.data() + kRingsOffset +
                                          static_cast<std::size_t>(rank) *
                                              (kRingControlBytes + ring_bytes_));
 }
 
 std::byte* PeerSegment::ring_data(int rank) const {
   return reinterpret_cast<std::byte*>(&control(rank)) + kRingControlBytes;
+}
+
+BoardSlotHeader& board_slot(std::byte* segment, std::uint64_t round) {
+  return *reinterpret_cast<BoardSlotHeader*>(segment + kBoardOffset +
+                                             (round % 2) * kBoardSlotStride);
+}
+
+std::byte* board_data(std::byte* segment, std::uint64_t round) {
+  return reinterpret_cast<std::byte*>(&board_slot(segment, round)) + kCacheLine;
 }
 
 // ---------------------------------------------------------------------------------------------

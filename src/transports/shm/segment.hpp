@@ -98,6 +98,7 @@ class OwnSegment {
   RingControl& control(int rank) const;
   std::byte* ring_data(int rank) const;
   std::uint64_t ring_bytes() const { return ring_bytes_; }
+  std::byte* base() const { return mapping_.data(); }
 
   // Removes the name from /dev/shm (mappings stay valid); later calls do nothing.
   void unlink();
@@ -132,6 +133,7 @@ class PeerSegment {
   RingControl& control(int rank) const;
   std::byte* ring_data(int rank) const;
   std::uint64_t ring_bytes() const { return ring_bytes_; }
+  std::byte* base() const { return mapping_.data(); }
   pid_t owner_pid() const { return owner_pid_; }
   bool same_pid_namespace() const { return same_pid_namespace_; }
 
@@ -150,6 +152,11 @@ class PeerSegment {
   pid_t owner_pid_;
   bool same_pid_namespace_;
 };
+
+// The board slot of `round` in a mapped segment (own or a peer's, after set_layout or open), and
+// its kBoardSlotBytes of data.
+BoardSlotHeader& board_slot(std::byte* segment, std::uint64_t round);
+std::byte* board_data(std::byte* segment, std::uint64_t round);
 
 // Unlinks Holmes segments left in /dev/shm by processes of this user (and pid namespace) that
 // died before their peers attached. Best effort; never touches a live owner's segment.

@@ -27,7 +27,9 @@
 #include "core/env.hpp"
 #include "core/log.hpp"
 #include "core/status.hpp"
+#include "transports/caller_drive.hpp"
 #include "transports/matcher.hpp"
+#include "transports/shared_board.hpp"
 #include "transports/shm/cma.hpp"
 #include "transports/shm/doorbell.hpp"
 #include "transports/shm/layout.hpp"
@@ -209,7 +211,7 @@ struct Peer {
 };
 
 struct Command {
-  enum class Kind { kSend, kRecv, kConnect, kFailPeer, kShutdown };
+  enum class Kind { kSend, kRecv, kCancelRecv, kConnect, kFailPeer, kShutdown };
   Kind kind = Kind::kSend;
   int peer = -1;
   std::uint64_t tag = 0;
@@ -245,7 +247,7 @@ class CallerProgress final : public Progress {
   ShmTransport* transport_;
 };
 
-class ShmTransport final : public Transport {
+class ShmTransport final : public Transport, public SharedBoard {
  public:
   ShmTransport(const TransportOptions& options, const ShmTuning& tuning);
   ~ShmTransport() override;
@@ -272,8 +274,33 @@ class ShmTransport final : public Transport {
   void start_polling() { shm::start_polling(own_.header()); }
   void poll();
   void stop_polling(bool satisfied);
+  void begin_caller_drive() override;
+  void end_caller_drive() override;
+  SharedBoard* shared_board() override { return this; }
+  void cancel_receive(int peer, std::uint64_t tag) override {
+    Command c;
+    c.kind = Command::Kind::kCancelRecv;
+    c.peer = peer;
+    c.tag = tag;
+    submit(std::move(c));
+  }
+
+  // SharedBoard: the board lives in each endpoint's own segment (layout.hpp); peers' boards are
+  // read through the segments this endpoint attached to write its rings.
+  std::size_t slot_bytes() const override { return kBoardSlotBytes; }
+  std::uint64_t begin_round() override { return ++board_round_; }
+  std::span<std::byte> own_slot(std::uint64_t round) override;
+  void publish(std::uint64_t round, std::uint64_t sequence, std::uint32_t signature, int root,
+               std::size_t bytes) override;
+  std::optional<BoardEntry> read(int peer, std::uint64_t round) override;
+  void sleep_until_published(int peer, std::uint64_t round,
+                             std::chrono::microseconds timeout) override;
 
  private:
+  // The peer's segment for reading its board once attached (nullptr before); asks for the
+  // attach when it is not.
+  PeerSegment* board_peer(int peer);
+
   // Hands a command to the progress thread; false (and nothing queued) once it has stopped.
   bool submit(Command command);
   // Submits a command that carries a request; once the progress thread has stopped, the request
@@ -374,6 +401,20 @@ class ShmTransport final : public Transport {
   std::mutex pass_mutex_;
   std::atomic<std::thread::id> pass_owner_{};
   std::shared_ptr<CallerProgress> caller_progress_ = std::make_shared<CallerProgress>(*this);
+  // Threads inside begin_caller_drive .. end_caller_drive; each counts once in the segment's
+  // polling word while it is here.
+  CallerDrivers drivers_;
+
+  // The board (SharedBoard). Rounds are counted by the communicator's thread that runs its
+  // collectives (one at a time). Attached peer segments are published here by the progress
+  // thread (they live as long as the endpoint), and failed peers flagged, so that a reader needs
+  // no lock; why a peer failed is kept under board_mutex_.
+  std::uint64_t board_round_ = 0;
+  std::unique_ptr<std::atomic<PeerSegment*>[]> board_peers_;
+  std::unique_ptr<std::atomic<bool>[]> board_failed_;
+  std::atomic<bool> board_attach_asked_{false};
+  std::mutex board_mutex_;
+  std::vector<std::pair<hm_status_t, std::string>> board_failures_;
   // The doorbell's value when the last pass began, and when the progress thread will wake by
   // itself (max while it is awake).
   std::uint32_t last_pass_seen_ = 0;
@@ -427,6 +468,9 @@ void ShmTransport::set_peers(int rank, std::vector<std::string> addresses) {
   own_.set_layout(rank, static_cast<std::uint32_t>(size), ring, serve, proofs_);
 
   peers_.resize(addresses.size());
+  board_peers_ = std::make_unique<std::atomic<PeerSegment*>[]>(addresses.size());
+  board_failed_ = std::make_unique<std::atomic<bool>[]>(addresses.size());
+  board_failures_.resize(addresses.size());
   for (int p = 0; p < size; ++p) {
     peers_[static_cast<std::size_t>(p)].address = addresses[static_cast<std::size_t>(p)];
     peers_[static_cast<std::size_t>(p)].served = serve[static_cast<std::size_t>(p)];
@@ -625,13 +669,30 @@ void ShmTransport::poll() {
   if (ended) wake();  // the progress thread finishes the shutdown
 }
 
+void ShmTransport::begin_caller_drive() {
+  // Only where waiters poll: a caller that would sleep at once could not keep its promise.
+  if (!tuning_.caller_progress || tuning_.poll_window.count() == 0) return;
+  drivers_.add();
+  shm::start_polling(own_.header());
+}
+
+void ShmTransport::end_caller_drive() {
+  // Dropped already when the thread went to sleep in a wait (stop_polling).
+  if (drivers_.remove()) stop_polling(true);
+}
+
 void ShmTransport::stop_polling(bool satisfied) {
   shm::stop_polling(own_.header());
-  // A waiter about to sleep hands over to the progress thread.
+  // A waiter about to sleep hands over to the progress thread, and so ends its drive: peers
+  // must wake that thread again.
   if (!satisfied || pass_owner_.load(std::memory_order_relaxed) == std::this_thread::get_id()) {
+    if (!satisfied && drivers_.remove()) shm::stop_polling(own_.header());
     wake();
     return;
   }
+  // A driving thread still counts as polling and passes again soon (end_caller_drive at the
+  // latest): nothing to hand over.
+  if (drivers_.contains()) return;
   // Peers skipped the wake system call while this thread polled. News that came after its last
   // pass is read by one more pass here (peers wake the progress thread again from now on, unless
   // someone else polls). When another thread is in a pass, wake the progress thread instead:
@@ -658,6 +719,90 @@ bool ShmTransport::progress_thread_needed(Clock::time_point now) {
     if (!p.pulls.empty() || (!p.sends.empty() && !p.waiting_for_space)) return true;
   }
   return now + sleep_bound(now, false) < progress_sleep_until_;
+}
+
+// ---------------------------------------------------------------------------------------------
+// The board
+// ---------------------------------------------------------------------------------------------
+
+std::span<std::byte> ShmTransport::own_slot(std::uint64_t round) {
+  return {board_data(own_.base(), round), kBoardSlotBytes};
+}
+
+void ShmTransport::publish(std::uint64_t round, std::uint64_t sequence, std::uint32_t signature,
+                           int root, std::size_t bytes) {
+  require(bytes <= kBoardSlotBytes, "shm: {} bytes do not fit a board slot of {}", bytes,
+          kBoardSlotBytes);
+  BoardSlotHeader& slot = board_slot(own_.base(), round);
+  slot.sequence = sequence;
+  slot.signature = signature;
+  slot.root = root;
+  slot.bytes = static_cast<std::uint32_t>(bytes);
+  store_release(slot.round, round);
+  publish_word(slot.round_word, static_cast<std::uint32_t>(round), slot.waiters);
+}
+
+PeerSegment* ShmTransport::board_peer(int peer) {
+  PeerSegment* segment =
+      board_peers_[static_cast<std::size_t>(peer)].load(std::memory_order_acquire);
+  // Communicators above the eager-connect size attach on first use: ask once for all of them.
+  if (segment == nullptr && !board_attach_asked_.exchange(true)) connect_all();
+  return segment;
+}
+
+std::optional<BoardEntry> ShmTransport::read(int peer, std::uint64_t round) {
+  require(peer >= 0 && peer < size_.load() && peer != rank_.load(),
+          "shm: no board of rank {} to read", peer);
+  if (load_acquire(own_.header().closed) != 0) {
+    std::lock_guard lock(mutex_);
+    throw Error(final_status_, final_why_);
+  }
+  // What the peer published is read even after it failed or closed, as its ring messages are.
+  PeerSegment* segment = board_peer(peer);
+  if (segment != nullptr) {
+    BoardSlotHeader& slot = board_slot(segment->base(), round);
+    const std::uint64_t published = load_acquire(slot.round);
+    if (published == round) {
+      BoardEntry entry;
+      entry.sequence = slot.sequence;
+      entry.signature = slot.signature;
+      entry.root = slot.root;
+      const std::uint32_t bytes = slot.bytes;
+      if (bytes > kBoardSlotBytes) {
+        fail(HM_ERR_TRANSPORT, "{} published {} bytes in a board slot of {}", peer_name(peer),
+             bytes, kBoardSlotBytes);
+      }
+      entry.data = {board_data(segment->base(), round), bytes};
+      return entry;
+    }
+    if (published > round) {
+      fail(HM_ERR_MISMATCH,
+           "{} published board round {} while this rank waits for round {}: the ranks ran "
+           "different algorithms for an earlier call",
+           peer_name(peer), published, round);
+    }
+  }
+  if (board_failed_[static_cast<std::size_t>(peer)].load(std::memory_order_acquire)) {
+    std::lock_guard lock(board_mutex_);
+    const auto& [status, message] = board_failures_[static_cast<std::size_t>(peer)];
+    throw Error(status, message);
+  }
+  if (segment != nullptr && load_acquire(segment->header().closed) != 0) {
+    const auto [status, message] = close_reason(segment->header(), peer_name(peer));
+    throw Error(status, message);
+  }
+  return std::nullopt;
+}
+
+void ShmTransport::sleep_until_published(int peer, std::uint64_t round,
+                                         std::chrono::microseconds timeout) {
+  PeerSegment* segment = board_peer(peer);
+  if (segment == nullptr) {
+    std::this_thread::sleep_for(std::min<std::chrono::microseconds>(timeout, 100us));
+    return;
+  }
+  BoardSlotHeader& slot = board_slot(segment->base(), round);
+  wait_for_word(slot.round_word, static_cast<std::uint32_t>(round), slot.waiters, timeout);
 }
 
 void ShmTransport::fail_peer(int peer, hm_status_t status, const std::string& message) {
@@ -746,7 +891,7 @@ void ShmTransport::run() {
     bool moved = false;
     if (load_relaxed(own_.header().polling) == 0) {
       const auto spin_until = Clock::now() + kYieldBeforeSleep;
-      while (!moved && Clock::now() < spin_until) {
+      while (!moved && Clock::now() < spin_until && load_relaxed(own_.header().polling) == 0) {
         std::this_thread::yield();
         moved = doorbell_value(own_.header()) != seen;
       }
@@ -899,6 +1044,11 @@ void ShmTransport::handle(Command& c) {
         end_after_drain(c.peer, c.status, c.message, false);
       }
       break;
+    case Command::Kind::kCancelRecv:
+      if (c.peer >= 0 && static_cast<std::size_t>(c.peer) < peers_.size()) {
+        matcher_.fail_posted(c.peer, c.tag, HM_ERR_ABORTED, "shm: the receive was cancelled");
+      }
+      break;
     case Command::Kind::kShutdown:
       do_shutdown(c.status, c.message);
       c.done->set_value();
@@ -990,6 +1140,7 @@ void ShmTransport::attach(int peer, std::unique_ptr<PeerSegment> segment) {
     p.pid_checkable = true;
   }
   p.segment = std::move(segment);
+  board_peers_[static_cast<std::size_t>(peer)].store(p.segment.get(), std::memory_order_release);
   p.attach_wanted = false;
   {
     std::lock_guard lock(p.lane->mutex);
@@ -1606,6 +1757,11 @@ void ShmTransport::peer_gone(int peer, hm_status_t status, const std::string& me
   if (log) HM_LOG_WARN("shm rank {}: {}", rank_.load(), message);
   p.failure = status;
   p.failure_message = message;
+  {
+    std::lock_guard lock(board_mutex_);
+    board_failures_[static_cast<std::size_t>(peer)] = {status, message};
+  }
+  board_failed_[static_cast<std::size_t>(peer)].store(true, std::memory_order_release);
   p.attach_wanted = false;
   p.pulls.clear();
   p.parked.clear();
