@@ -126,6 +126,17 @@ TEST(InvalidArgumentTest, BadConfig) {
 // failure ends there before any world collective gives up.
 constexpr int kFaultTimeoutMs = 15000;
 
+// Every rank ended with a failure that a disagreement explains, and one saw it itself.
+void expect_disagreement_seen(const std::vector<std::uint64_t>& all) {
+  bool someone_saw_mismatch = false;
+  for (auto s : all) {
+    EXPECT_TRUE(s == HM_ERR_MISMATCH || s == HM_ERR_PEER_FAILED || s == HM_ERR_ABORTED)
+        << "status " << hm_status_string(static_cast<hm_status_t>(s));
+    someone_saw_mismatch |= s == HM_ERR_MISMATCH;
+  }
+  EXPECT_TRUE(someone_saw_mismatch);
+}
+
 TEST(MismatchTest, DifferentCountsAreDetected) {
   CComm comm(kFaultTimeoutMs);
   int rank = 0;
@@ -136,13 +147,7 @@ TEST(MismatchTest, DifferentCountsAreDetected) {
       hm_allreduce(comm.handle, data.data(), data.data(), count, HM_FLOAT32, HM_SUM);
   const std::string message = hm_last_error_message();
   const auto all = gather_all(static_cast<std::uint64_t>(status));
-  bool someone_saw_mismatch = false;
-  for (auto s : all) {
-    EXPECT_TRUE(s == HM_ERR_MISMATCH || s == HM_ERR_PEER_FAILED || s == HM_ERR_ABORTED)
-        << "status " << hm_status_string(static_cast<hm_status_t>(s));
-    someone_saw_mismatch |= s == HM_ERR_MISMATCH;
-  }
-  EXPECT_TRUE(someone_saw_mismatch);
+  expect_disagreement_seen(all);
   if (status == HM_ERR_MISMATCH) {
     EXPECT_TRUE(mentions(message.c_str(), "rank")) << message;
   }
@@ -169,13 +174,7 @@ TEST(MismatchTest, CountsOnBothSidesOfTheSharedBoardAreDetected) {
   const std::string message = hm_last_error_message();
   EXPECT_LT(took, std::chrono::milliseconds(3000)) << message;
   const auto all = gather_all(static_cast<std::uint64_t>(status));
-  bool someone_saw_mismatch = false;
-  for (auto s : all) {
-    EXPECT_TRUE(s == HM_ERR_MISMATCH || s == HM_ERR_PEER_FAILED || s == HM_ERR_ABORTED)
-        << "status " << hm_status_string(static_cast<hm_status_t>(s));
-    someone_saw_mismatch |= s == HM_ERR_MISMATCH;
-  }
-  EXPECT_TRUE(someone_saw_mismatch);
+  expect_disagreement_seen(all);
 }
 
 TEST(MismatchTest, DifferentDtypesAreDetected) {
