@@ -128,6 +128,7 @@ void reduce_all(CollectiveContext& ctx, SharedBoard& board, std::uint64_t round,
   for (int rank = 0; rank < ctx.size(); ++rank) {
     const std::byte* part =
         rank == ctx.rank() ? own.data() : read_checked(ctx, board, rank, round, bytes).data();
+    if (bytes == 0) continue;  // an empty call still waits for everyone (buffers may be null)
     if (ctx.on_device()) {
       ctx.copy_from_host(rank == 0 ? out : staging, part, bytes);
       if (rank != 0) ctx.reduce(dtype, op, out, out, staging, count);
@@ -137,7 +138,9 @@ void reduce_all(CollectiveContext& ctx, SharedBoard& board, std::uint64_t round,
       ctx.reduce(dtype, op, out, out, part, count);
     }
   }
-  if (op == HM_AVG && ctx.size() > 1) ctx.finalize_average(dtype, out, count, ctx.size());
+  if (op == HM_AVG && ctx.size() > 1 && bytes > 0) {
+    ctx.finalize_average(dtype, out, count, ctx.size());
+  }
 }
 
 }  // namespace
