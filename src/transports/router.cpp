@@ -17,6 +17,15 @@ Router::Router(int rank, std::vector<std::unique_ptr<Transport>> transports,
       fail(HM_ERR_INTERNAL, "route through {}, which was not created", transport_name(r.kind));
     }
   }
+  // The one kind every peer's traffic takes, if there is one (sole_carrier); routes are fixed.
+  bool uniform = true;
+  for (int peer = 0; peer < size(); ++peer) {
+    if (peer == rank_) continue;
+    const auto kind = routes_[static_cast<std::size_t>(peer)].kind;
+    uniform = uniform && (!sole_kind_ || *sole_kind_ == kind);
+    sole_kind_ = kind;
+  }
+  if (!uniform) sole_kind_.reset();
   // When the control plane sees a peer go, fail that peer's traffic wherever it is carried.
   tcp->set_peer_failure_listener([this](int peer, hm_status_t status, const std::string& message) {
     // The io thread may report while the router is being built or torn down: the lock orders it
@@ -111,15 +120,8 @@ void Router::shutdown(hm_status_t status, const std::string& why, bool wait) {
 Transport* Router::sole_carrier() const {
   // A drive promises that every wait of the caller polls the driven transport; a wait on any
   // other carrier (or on the shaper's thread) would sleep without polling it.
-  if (shaper_) return nullptr;
-  std::optional<TransportKind> kind;
-  for (int peer = 0; peer < size(); ++peer) {
-    if (peer == rank_) continue;
-    const auto k = routes_[static_cast<std::size_t>(peer)].kind;
-    if (kind && *kind != k) return nullptr;
-    kind = k;
-  }
-  return kind ? transports_[static_cast<std::size_t>(*kind)].get() : nullptr;
+  if (shaper_ || !sole_kind_) return nullptr;
+  return transports_[static_cast<std::size_t>(*sole_kind_)].get();
 }
 
 void Router::begin_caller_drive() {

@@ -64,7 +64,8 @@ class Router final : public Transport {
   int rank_;
   std::vector<std::unique_ptr<Transport>> transports_;
   std::vector<Route> routes_;
-  std::unique_ptr<LinkShaper> shaper_;  // only when some link is shaped
+  std::unique_ptr<LinkShaper> shaper_;      // only when some link is shaped
+  std::optional<TransportKind> sole_kind_;  // the kind of every peer's route, if they share one
   // The control plane's io thread reports peer failures until the control plane is gone, which
   // is after the data transports and the shaper: once closing_ is set, reports are dropped.
   std::mutex listener_mutex_;

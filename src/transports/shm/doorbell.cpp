@@ -15,6 +15,16 @@ long futex(std::uint32_t* word, int op, std::uint32_t value, const timespec* tim
   return syscall(SYS_futex, word, op, value, timeout, nullptr, 0);
 }
 
+// Sleeps while `word` holds `seen`, at most `timeout`. Returns at once with EAGAIN when the word
+// has moved in between; EINTR and ETIMEDOUT are ordinary: callers look again either way.
+void futex_wait_for(std::uint32_t* word, std::uint32_t seen, std::chrono::nanoseconds timeout) {
+  const auto seconds = std::chrono::duration_cast<std::chrono::seconds>(timeout);
+  timespec relative{};
+  relative.tv_sec = static_cast<time_t>(seconds.count());
+  relative.tv_nsec = static_cast<long>((timeout - seconds).count());
+  futex(word, FUTEX_WAIT, seen, &relative);
+}
+
 }  // namespace
 
 void ring_doorbell(SegmentHeader& header) {
@@ -62,13 +72,7 @@ void wait_for_word(std::uint32_t& word, std::uint32_t value, std::uint32_t& wait
   std::atomic_ref<std::uint32_t> count(waiters);
   count.fetch_add(1, std::memory_order_seq_cst);
   const std::uint32_t seen = std::atomic_ref<std::uint32_t>(word).load(std::memory_order_seq_cst);
-  if (seen != value) {
-    const auto seconds = std::chrono::duration_cast<std::chrono::seconds>(timeout);
-    timespec relative{};
-    relative.tv_sec = static_cast<time_t>(seconds.count());
-    relative.tv_nsec = static_cast<long>((timeout - seconds).count());
-    futex(&word, FUTEX_WAIT, seen, &relative);  // EAGAIN, EINTR, ETIMEDOUT: the caller looks again
-  }
+  if (seen != value) futex_wait_for(&word, seen, timeout);
   count.fetch_sub(1, std::memory_order_seq_cst);
 }
 
@@ -78,13 +82,7 @@ void sleep_on_doorbell(SegmentHeader& header, std::uint32_t seen,
   std::atomic_ref<std::uint32_t> sleeping(header.sleeping);
   sleeping.store(1, std::memory_order_seq_cst);
   if (std::atomic_ref<std::uint32_t>(header.doorbell).load(std::memory_order_seq_cst) == seen) {
-    const auto seconds = std::chrono::duration_cast<std::chrono::seconds>(timeout);
-    timespec relative{};
-    relative.tv_sec = static_cast<time_t>(seconds.count());
-    relative.tv_nsec = static_cast<long>((timeout - seconds).count());
-    // Returns at once with EAGAIN when the word has moved in between; EINTR and ETIMEDOUT are
-    // ordinary: the progress loop looks for work either way.
-    futex(&header.doorbell, FUTEX_WAIT, seen, &relative);
+    futex_wait_for(&header.doorbell, seen, timeout);
   }
   sleeping.store(0, std::memory_order_relaxed);
 }

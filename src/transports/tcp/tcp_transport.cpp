@@ -53,7 +53,8 @@ constexpr std::chrono::milliseconds kMinLiveness{1000};
 constexpr std::chrono::milliseconds kNoticeGrace{20};
 // How long a thread driving a small collective yields before it sleeps (yield_before_sleep): a
 // loopback round trip through two io threads takes tens of microseconds on a busy host; 1 ms
-// covers it with room. Measured: 8-byte allreduce on 4 ranks, 2 vCPUs, ~150 -> ~95 us.
+// covers it with room. Measured: 8-byte allreduce on 4 ranks, 2 vCPUs, ~150 -> 106-145 us
+// (BENCHMARKS.md).
 constexpr std::chrono::microseconds kDrivenYield{1000};
 
 // One isend: complete when all its fragments have been written to the kernel.
