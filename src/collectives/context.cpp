@@ -271,8 +271,7 @@ void CollectiveContext::fail_transfer(const Transfer& transfer) {
   const hm_status_t status = transfer.request->status();
   const std::string& message = transfer.request->message();
   if (status == HM_ERR_MISMATCH) tell_disagreement(message);
-  fail(status, "{}{}: {}", what_.str(), root_ >= 0 ? fmt::format(" with root {}", root_) : "",
-       message);
+  fail(status, "{}{}: {}", what_.str(), describe_root(root_), message);
 }
 
 void CollectiveContext::probe(int peer) {

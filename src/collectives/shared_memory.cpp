@@ -27,6 +27,7 @@
 #include "core/clock.hpp"
 #include "core/dtype.hpp"
 #include "core/status.hpp"
+#include "transports/matcher.hpp"
 #include "transports/shared_board.hpp"
 
 namespace holmes {
@@ -85,13 +86,12 @@ std::span<const std::byte> read_checked(CollectiveContext& ctx, SharedBoard& boa
   const BoardEntry entry = wait_for(ctx, board, peer, round);
   if (entry.signature != ctx.signature() || entry.sequence != ctx.sequence() ||
       entry.data.size() != bytes) {
-    const auto root = [](int r) { return r < 0 ? std::string() : fmt::format(" with root {}", r); };
     fail(HM_ERR_MISMATCH,
          "{}{}: rank {} called a different operation (#{}{}, {} bytes, signature {:#010x}; this "
          "rank expects {} bytes, signature {:#010x}): the ranks disagree on collective, count, "
          "dtype, op, root or algorithm",
-         ctx.name().str(), root(ctx.root()), peer, entry.sequence, root(entry.root),
-         entry.data.size(), entry.signature, bytes, ctx.signature());
+         ctx.name().str(), describe_root(ctx.root()), peer, entry.sequence,
+         describe_root(entry.root), entry.data.size(), entry.signature, bytes, ctx.signature());
   }
   return entry.data;
 }

@@ -50,11 +50,11 @@ constexpr std::size_t kMaxEvidencePerSlot = 4;
 // Marks the messages of receives that a peer's verdict failed (Matcher::failed_by_verdict).
 constexpr std::string_view kLeftBecause = "left this operation because it found that the ranks";
 
+}  // namespace
+
 std::string describe_root(int root) {
   return root < 0 ? std::string() : fmt::format(" with root {}", root);
 }
-
-}  // namespace
 
 std::uint64_t control_tag(ControlType type, std::uint64_t sequence, int root) {
   const std::uint64_t root_field = root < 0 ? 0 : static_cast<std::uint64_t>(root) + 1;

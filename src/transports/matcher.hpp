@@ -85,6 +85,9 @@ struct DecodedControl {
 };
 std::optional<DecodedControl> decode_control_tag(std::uint64_t tag);
 
+// How messages name a rooted call: " with root R"; "" for a call without one (root < 0).
+std::string describe_root(int root);
+
 class Matcher {
  public:
   // Names a peer in error messages, e.g. "rank 3 (tcp 10.0.0.3:4000)".
