@@ -12,6 +12,7 @@
 #include <future>
 #include <mutex>
 #include <optional>
+#include <shared_mutex>
 #include <thread>
 #include <unordered_map>
 #include <unordered_set>
@@ -26,6 +27,7 @@
 #include "transports/caller_drive.hpp"
 #include "transports/matcher.hpp"
 #include "transports/tcp/frame.hpp"
+#include "transports/tcp/io_lease.hpp"
 
 namespace holmes::tcp {
 namespace {
@@ -51,11 +53,15 @@ constexpr std::chrono::milliseconds kMinLiveness{1000};
 // this long for the notice, so that this rank reports the cause and the peer's status (say, a
 // disagreement) rather than the reset; a peer that died without a word fails after it.
 constexpr std::chrono::milliseconds kNoticeGrace{20};
-// How long a thread driving a small collective yields before it sleeps (yield_before_sleep): a
-// loopback round trip through two io threads takes tens of microseconds on a busy host; 1 ms
-// covers it with room. Measured: 8-byte allreduce on 4 ranks, 2 vCPUs, ~150 -> 106-145 us
-// (BENCHMARKS.md).
+// How long a thread driving a small collective polls (running the io_context, io_lease.hpp)
+// and yields before it sleeps (yield_before_sleep): a loopback round trip on a busy host takes
+// tens of microseconds; 1 ms covers it with room.
 constexpr std::chrono::microseconds kDrivenYield{1000};
+// How long the io thread stays parked after the last driving call ended (io_lease.hpp), so that
+// back-to-back small collectives keep running the sockets from the callers' threads.
+constexpr std::chrono::microseconds kDriveLinger{1000};
+// Handlers a polling caller runs at most before it yields again.
+constexpr int kHandlersPerPoll = 16;
 
 // One isend: complete when all its fragments have been written to the kernel.
 struct SendOp {
@@ -120,6 +126,43 @@ struct PeerState {
   std::string failure_message;
 };
 
+class TcpTransport;
+
+// Marks the thread that holds the run mutex as the one running handlers, for as long as it does.
+class RunnerScope {
+ public:
+  RunnerScope(const std::unique_lock<std::mutex>& held, std::atomic<std::thread::id>& runner)
+      : runner_(runner) {
+    (void)held;  // proof that the caller holds the run mutex
+    runner_.store(std::this_thread::get_id());
+  }
+  ~RunnerScope() { runner_.store(std::thread::id()); }
+  RunnerScope(const RunnerScope&) = delete;
+  RunnerScope& operator=(const RunnerScope&) = delete;
+
+ private:
+  std::atomic<std::thread::id>& runner_;
+};
+
+// What a thread waiting for one of the transport's requests calls (Completion::wait_until): while
+// it drives, it runs the io_context itself. Requests may outlive the transport, so they hold this
+// small object, which the transport detaches before it goes.
+class CallerIo final : public Progress {
+ public:
+  explicit CallerIo(TcpTransport& transport) : transport_(&transport) {}
+  void start_polling() override {}
+  void poll() override;
+  void stop_polling(bool satisfied) override;
+  void detach() {
+    std::unique_lock alive(alive_);
+    transport_ = nullptr;
+  }
+
+ private:
+  std::shared_mutex alive_;
+  TcpTransport* transport_;
+};
+
 class TcpTransport final : public Transport {
  public:
   explicit TcpTransport(const TcpOptions& options);
@@ -135,22 +178,35 @@ class TcpTransport final : public Transport {
                       std::span<std::byte> data) override;
   void shutdown(hm_status_t status, const std::string& why, bool wait) override;
   LinkProperties link(int peer) const override;
-  // A caller that drives a small collective (begin_caller_drive) yields the core for a while
-  // before it sleeps: the io thread that completes its request then runs in its place, and the
-  // completion needs no wake-up through the kernel. Other waits sleep at once: a large transfer
-  // would only burn the core the io thread needs.
+  // A caller that drives a small collective (begin_caller_drive) polls the sockets itself and
+  // yields the core between polls for a while before it sleeps (io_lease.hpp). Other waits sleep
+  // at once: a large transfer would only burn the core the io thread needs.
   std::chrono::microseconds yield_before_sleep(int) const override {
     return drivers_.contains() ? kDrivenYield : std::chrono::microseconds(0);
   }
-  void begin_caller_drive() override { drivers_.add(); }
-  void end_caller_drive() override { drivers_.remove(); }
+  void begin_caller_drive() override;
+  void end_caller_drive() override;
   void fail_peer(int peer, hm_status_t status, const std::string& message) override;
   void set_peer_failure_listener(PeerFailureListener listener) override {
     failure_listener_ = std::move(listener);
   }
 
+  // For CallerIo: a driving caller's share of the io_context, and its hand-over when it is about
+  // to sleep.
+  void poll_io();
+  void stop_polling(bool satisfied);
+
  private:
-  // Everything below runs on the io thread only.
+  // Posts `work` to the io_context; from a thread that does not drive, also wakes a parked io
+  // thread.
+  template <typename Work>
+  void hand_to_io(Work&& work);
+  void io_loop();
+  // Whether this thread is running the io_context's handlers now.
+  bool running_handlers() const { return runner_.load() == std::this_thread::get_id(); }
+
+  // Everything below runs in handlers only: on one thread at a time (run_mutex_), the io thread
+  // or a caller that drives.
   void start_send(int peer, std::uint64_t tag, std::uint32_t signature,
                   std::span<const std::byte> data, const CompletionPtr& request);
   void start_recv(int peer, std::uint64_t tag, std::uint32_t signature, std::span<std::byte> data,
@@ -188,6 +244,12 @@ class TcpTransport final : public Transport {
   std::chrono::milliseconds liveness_;  // a link silent this long is down (kMinLiveness)
   asio::io_context io_;
   asio::executor_work_guard<asio::io_context::executor_type> work_;
+  // Held by the thread that runs the io_context (the io thread, or a polling caller), so that
+  // handlers never run concurrently and need no locks. A mutex rather than an asio strand: a
+  // strand costs every completion a second trip through the io_context's queue (measured: about
+  // 4% of tcp bandwidth at 16 MiB).
+  std::mutex run_mutex_;
+  std::atomic<std::thread::id> runner_{};
   tcp::acceptor acceptor_;
   asio::steady_timer accept_backoff_{io_};
   std::string listen_address_;
@@ -208,8 +270,20 @@ class TcpTransport final : public Transport {
   std::string closed_why_;
   std::atomic<bool> shutdown_requested_{false};
   CallerDrivers drivers_;
+  IoLease lease_{kDriveLinger};
+  std::shared_ptr<CallerIo> caller_io_ = std::make_shared<CallerIo>(*this);
   std::thread thread_;
 };
+
+void CallerIo::poll() {
+  std::shared_lock alive(alive_);
+  if (transport_ != nullptr) transport_->poll_io();
+}
+
+void CallerIo::stop_polling(bool satisfied) {
+  std::shared_lock alive(alive_);
+  if (transport_ != nullptr) transport_->stop_polling(satisfied);
+}
 
 TcpTransport::TcpTransport(const TcpOptions& options)
     : options_(options),
@@ -233,14 +307,62 @@ TcpTransport::TcpTransport(const TcpOptions& options)
   listen_address_ = address.is_v6() ? fmt::format("[{}]:{}", address.to_string(), bound.port())
                                     : fmt::format("{}:{}", address.to_string(), bound.port());
   accept_next();
-  thread_ = std::thread([this] { io_.run(); });
+  thread_ = std::thread([this] { io_loop(); });
 }
 
 TcpTransport::~TcpTransport() {
   shutdown(HM_ERR_ABORTED, "the communicator was destroyed", true);
+  caller_io_->detach();
   work_.reset();
   io_.stop();
   if (thread_.joinable()) thread_.join();
+}
+
+void TcpTransport::io_loop() {
+  // One handler at a time, so that the thread parks promptly once a caller drives.
+  constexpr auto kSlice = std::chrono::milliseconds(100);
+  while (!io_.stopped()) {
+    lease_.wait_while_leased();
+    std::unique_lock run(run_mutex_);
+    const RunnerScope runner(run, runner_);
+    io_.run_one_for(kSlice);
+  }
+}
+
+template <typename Work>
+void TcpTransport::hand_to_io(Work&& work) {
+  asio::post(io_, std::forward<Work>(work));
+  if (!drivers_.contains()) lease_.release();
+}
+
+void TcpTransport::begin_caller_drive() {
+  drivers_.add();
+  // Out of epoll: the io thread parks at its next handler.
+  if (lease_.begin()) asio::post(io_, [] {});
+}
+
+void TcpTransport::end_caller_drive() {
+  // Dropped already when the thread went to sleep in a wait (stop_polling).
+  if (drivers_.remove()) lease_.end(true);
+}
+
+void TcpTransport::poll_io() {
+  // A driving caller's poll keeps the io thread parked (or has it park after its next handler);
+  // it runs handlers only once the io thread is parked (until then that thread does the work)
+  // and never from inside a handler (run_mutex_ is held).
+  if (running_handlers() || !drivers_.contains()) return;
+  lease_.renew();
+  if (!lease_.parked()) return;
+  std::unique_lock run(run_mutex_, std::try_to_lock);
+  if (!run.owns_lock()) return;  // the io thread is just leaving the lease, or another caller
+  const RunnerScope runner(run, runner_);
+  for (int i = 0; i < kHandlersPerPoll && io_.poll_one() > 0; ++i) {
+  }
+}
+
+void TcpTransport::stop_polling(bool satisfied) {
+  // A caller about to sleep stops driving: the io thread takes over at once.
+  if (!satisfied && drivers_.remove()) lease_.end(false);
 }
 
 void TcpTransport::set_peers(int rank, std::vector<std::string> addresses) {
@@ -253,7 +375,7 @@ void TcpTransport::set_peers(int rank, std::vector<std::string> addresses) {
   }
   rank_ = rank;
   size_.store(size);
-  asio::post(io_, [this, addresses = std::move(addresses)] {
+  hand_to_io([this, addresses = std::move(addresses)] {
     peers_.resize(addresses.size());
     for (std::size_t i = 0; i < addresses.size(); ++i) peers_[i].address = addresses[i];
     // Connections that arrived before we knew our peers can be checked now.
@@ -267,7 +389,7 @@ void TcpTransport::set_peers(int rank, std::vector<std::string> addresses) {
 
 CompletionPtr TcpTransport::connect_all() {
   auto done = std::make_shared<Completion>();
-  asio::post(io_, [this, done] {
+  hand_to_io([this, done] {
     if (closed_) {
       done->complete(closed_status_, closed_why_);
       return;
@@ -308,7 +430,8 @@ CompletionPtr TcpTransport::isend(int peer, std::uint64_t tag, std::uint32_t sig
           peer);
   require(tag != kNoticeTag, "tcp: tag {:#x} is reserved for the transport", tag);
   auto request = std::make_shared<Completion>();
-  asio::post(io_, [this, peer, tag, signature, data, request] {
+  request->set_progress(caller_io_);
+  hand_to_io([this, peer, tag, signature, data, request] {
     start_send(peer, tag, signature, data, request);
   });
   return request;
@@ -319,7 +442,8 @@ CompletionPtr TcpTransport::irecv(int peer, std::uint64_t tag, std::uint32_t sig
   require(peer >= 0 && peer < size_.load() && peer != rank_.load(),
           "tcp: cannot receive from rank {}", peer);
   auto request = std::make_shared<Completion>();
-  asio::post(io_, [this, peer, tag, signature, data, request] {
+  request->set_progress(caller_io_);
+  hand_to_io([this, peer, tag, signature, data, request] {
     start_recv(peer, tag, signature, data, request);
   });
   return request;
@@ -329,12 +453,15 @@ void TcpTransport::shutdown(hm_status_t status, const std::string& why, bool wai
   auto done = std::make_shared<std::promise<void>>();
   auto finished = done->get_future();
   shutdown_requested_.store(true);
+  // The io thread runs from now on: this thread may be a caller that drives and is about to
+  // block below.
+  lease_.close();
   asio::post(io_, [this, status, why, done] {
     do_shutdown(status, why);
     done->set_value();
   });
-  if (wait && std::this_thread::get_id() != thread_.get_id()) {
-    // The io thread never blocks, so this is quick; the bound only guards against a stopped
+  if (wait && !running_handlers()) {
+    // Handlers never block, so this is quick; the bound only guards against a stopped
     // io_context.
     finished.wait_for(std::chrono::seconds(30));
   }
@@ -927,15 +1054,16 @@ void TcpTransport::in_link_closed(const std::shared_ptr<InLink>& link, const err
         "{} closed its connections (process exited or communicator destroyed) while this rank "
         "waits for data from it",
         peer_name(link->peer));
-    matcher_.fail_peer(link->peer, HM_ERR_PEER_FAILED, message);
+    // The listener first: whoever wakes from a failed receive finds the failure known.
     if (failure_listener_) failure_listener_(link->peer, HM_ERR_PEER_FAILED, message);
+    matcher_.fail_peer(link->peer, HM_ERR_PEER_FAILED, message);
     // A notice would have come before the close: a send that failed need not wait for one.
     if (p.send_reset) fail_peer_now(link->peer, HM_ERR_PEER_FAILED, message);
   }
 }
 
 void TcpTransport::fail_peer(int peer, hm_status_t status, const std::string& message) {
-  asio::post(io_, [this, peer, status, message] {
+  hand_to_io([this, peer, status, message] {
     if (!closed_ && peer >= 0 && static_cast<std::size_t>(peer) < peers_.size()) {
       fail_peer_now(peer, status, message);
     }
@@ -956,6 +1084,8 @@ void TcpTransport::fail_peer_now(int peer, hm_status_t status, const std::string
   HM_LOG_WARN("tcp rank {}: {}", rank_.load(), message);
   p.failure = status;
   p.failure_message = message;
+  // The listener first: whoever wakes from a failed request finds the failure known.
+  if (failure_listener_) failure_listener_(peer, status, message);
   error_code ignored;
   for (auto& link : p.out) {
     link->timer.cancel();
@@ -978,7 +1108,6 @@ void TcpTransport::fail_peer_now(int peer, hm_status_t status, const std::string
   }
   matcher_.fail_peer(peer, status, message);
   check_connected();
-  if (failure_listener_) failure_listener_(peer, status, message);
 }
 
 void TcpTransport::do_shutdown(hm_status_t status, const std::string& why) {

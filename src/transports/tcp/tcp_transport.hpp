@@ -7,8 +7,10 @@
 // - A message is cut into fragments of at most 4 MiB spread over the peer's sockets (the least
 //   loaded first), so one large message uses every socket, and the layer above cuts
 //   collectives into chunks so that receiving, reducing and forwarding overlap.
-// - One io thread per transport does all socket work and sleeps in epoll when idle; callers
-//   block on their Requests. Nothing spins.
+// - One io thread per transport does the socket work and sleeps in epoll when idle; callers
+//   block on their Requests. During a small collective the caller's thread runs the sockets
+//   itself between yields while the io thread steps aside (io_lease.hpp): a small message then
+//   costs no thread wake-up. Nothing spins: a caller yields between polls and sleeps after 1 ms.
 // - A receive whose message has not arrived yet is posted and the payload is read straight into
 //   its buffer; a message that arrives first is kept until its receive is posted.
 // - Failures name the peer and its link. A link that goes down silently (cable, switch port,

@@ -797,8 +797,9 @@ void VerbsTransport::peer_said_goodbye(Connection& c) {
         "{} closed its verbs connection (process exited or communicator destroyed) while this "
         "rank waits for data from it",
         peer_name(c.peer));
-    matcher_.fail_peer(c.peer, HM_ERR_PEER_FAILED, message);
+    // The listener first: whoever wakes from a failed receive finds the failure known.
     notify_listener(c.peer, HM_ERR_PEER_FAILED, message);
+    matcher_.fail_peer(c.peer, HM_ERR_PEER_FAILED, message);
   } else {
     p.deaf = true;
     const auto message = fmt::format(
@@ -1252,12 +1253,13 @@ void VerbsTransport::fail_peer_now(int peer, hm_status_t status, const std::stri
   // but nothing more is posted on or read from them.
   if (p.out) p.out->broken = true;
   if (p.in) p.in->broken = true;
+  // The listener first: whoever wakes from a failed request finds the failure known.
+  notify_listener(peer, status, message);
   auto sends = std::move(p.sends);
   p.sends.clear();
   for (auto& op : sends) op.request->complete(status, message);
   matcher_.fail_peer(peer, status, message);
   check_connected();
-  notify_listener(peer, status, message);
   check_goodbyes();
 }
 

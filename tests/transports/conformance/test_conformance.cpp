@@ -309,6 +309,98 @@ TEST_P(Conformance, ManyLifetimes) {
   }
 }
 
+// What a rank's thread does during a small collective (Transport::begin_caller_drive): it posts,
+// then waits polling the transport itself. Both endpoints drive, each from its own thread, and
+// play ping-pong; every few rounds the sender pauses past the driver's poll window, so that the
+// waiter goes to sleep and the transport's own thread must take over (tcp: the io thread leaves
+// its lease and reads the socket), and the next round drives again.
+TEST_P(Conformance, CallersThatDriveExchangeSmallMessages) {
+  Group g(GetParam(), 2);
+  expect_done(g[0].connect_all());
+  expect_done(g[1].connect_all());
+  constexpr int kRounds = 400;
+  constexpr int kPauseEvery = 50;
+  auto play = [&g](int self) {
+    const int other = 1 - self;
+    Transport& t = g[self];
+    for (int round = 0; round < kRounds; ++round) {
+      t.begin_caller_drive();
+      const auto tag = static_cast<std::uint64_t>(round);
+      const bool sends_first = (round % 2) == self;
+      std::array<std::uint64_t, 1> out{static_cast<std::uint64_t>(round * 2 + self)};
+      std::array<std::uint64_t, 1> in{~std::uint64_t{0}};
+      auto wait = [&](const CompletionPtr& c) {
+        ASSERT_TRUE(c->wait_until(Deadline::after(30s), t.yield_before_sleep(other)))
+            << "rank " << self << " round " << round;
+        ASSERT_EQ(c->status(), HM_SUCCESS) << c->message();
+      };
+      if (sends_first && round % kPauseEvery == 0) std::this_thread::sleep_for(5ms);
+      auto recv = t.irecv(other, tag, 1, std::as_writable_bytes(std::span(in)));
+      if (sends_first) wait(t.isend(other, tag, 1, std::as_bytes(std::span(out))));
+      wait(recv);
+      if (!sends_first) wait(t.isend(other, tag, 1, std::as_bytes(std::span(out))));
+      t.end_caller_drive();
+      ASSERT_EQ(in[0], static_cast<std::uint64_t>(round * 2 + other)) << "round " << round;
+    }
+  };
+  std::thread peer([&] { play(1); });
+  play(0);
+  peer.join();
+  // After the drives, a wait that does not poll is still served (the transport's own thread is
+  // back): the message comes well after the last call ended.
+  std::array<std::uint32_t, 4> got{};
+  auto late = g[1].irecv(0, 9999, 2, std::as_writable_bytes(std::span(got)));
+  std::this_thread::sleep_for(20ms);
+  const std::array<std::uint32_t, 4> sent{1, 2, 3, 4};
+  expect_done(g[0].isend(1, 9999, 2, std::as_bytes(std::span(sent))), HM_SUCCESS, 10s);
+  expect_done(late, HM_SUCCESS, 10s);
+  EXPECT_EQ(got, sent);
+}
+
+// A thread in the middle of a drive shuts its endpoint down (an error in the collective): the
+// waiting shutdown must not depend on that thread running the transport, and the peer's pending
+// receive ends.
+TEST_P(Conformance, ADrivingCallerCanShutDown) {
+  Group g(GetParam(), 2);
+  expect_done(g[0].connect_all());
+  expect_done(g[1].connect_all());
+  std::array<std::uint64_t, 1> in{};
+  g[0].begin_caller_drive();
+  auto pending = g[0].irecv(1, 7, 1, std::as_writable_bytes(std::span(in)));
+  std::this_thread::sleep_for(5ms);  // the transport's own thread has stepped aside by now
+  const auto start = Clock::now();
+  g[0].shutdown(HM_ERR_ABORTED, "stopped while driving", true);
+  EXPECT_LT(Clock::now() - start, 5s);
+  g[0].end_caller_drive();
+  expect_done(pending, HM_ERR_ABORTED, 5s);
+  std::array<std::uint64_t, 1> from0{};
+  auto peer_side = g[1].irecv(0, 8, 1, std::as_writable_bytes(std::span(from0)));
+  g.destroy(0);
+  ASSERT_TRUE(peer_side->wait_until(Deadline::after(15s)));
+  EXPECT_NE(peer_side->status(), HM_SUCCESS);
+}
+
+// A driving thread that blocks somewhere else, without polling the transport (a collective
+// waiting for a staging buffer, say), must not stall the transport: its receive still completes.
+TEST_P(Conformance, ADrivingCallerThatStopsPollingIsStillServed) {
+  Group g(GetParam(), 2);
+  expect_done(g[0].connect_all());
+  expect_done(g[1].connect_all());
+  std::array<std::uint64_t, 2> in{};
+  const std::array<std::uint64_t, 2> sent{0x1122334455667788ull, 42};
+  g[0].begin_caller_drive();
+  auto recv = g[0].irecv(1, 5, 3, std::as_writable_bytes(std::span(in)));
+  auto send = g[1].isend(0, 5, 3, std::as_bytes(std::span(sent)));
+  // Neither wait_until nor any poll on this thread: only looks, sleeping in between.
+  const auto until = Clock::now() + 10s;
+  while (!recv->done() && Clock::now() < until) std::this_thread::sleep_for(1ms);
+  g[0].end_caller_drive();
+  ASSERT_TRUE(recv->done()) << "the receive stalled while its caller drove without polling";
+  EXPECT_EQ(recv->status(), HM_SUCCESS) << recv->message();
+  EXPECT_EQ(in, sent);
+  expect_done(send);
+}
+
 INSTANTIATE_TEST_SUITE_P(Available, Conformance, ::testing::ValuesIn(available_transports()),
                          kind_name);
 

@@ -1,0 +1,71 @@
+// Who runs the tcp transport's io_context: its io thread, or the callers driving small
+// collectives (Transport::begin_caller_drive).
+//
+// A small message over loopback costs far less than the two thread wake-ups it takes when an io
+// thread does the socket work: the sender's caller posts, its io thread wakes and writes; the
+// receiver's io thread wakes in epoll, reads and completes the request, and the receiving caller
+// wakes. While callers drive, the io thread parks here instead and the callers run the
+// io_context themselves between yields (their sends are written by their own thread, their
+// epoll is polled by their own thread), as Open MPI's ranks do with their sockets. One thread
+// at a time runs the transport's handlers (a mutex), so it does not matter which one.
+//
+// The io thread parks at its next chance once a caller begins (it is nudged out of epoll for
+// that). The lease runs `linger` past the last sign of a driving caller (its start, each poll,
+// its end), so that back-to-back small collectives do not pay a wake-up each, and a caller that
+// blocks somewhere without polling costs at most `linger` of delay, never a hang. The io thread
+// resumes at once when a driving caller is about to sleep in a wait, when a thread that does not
+// drive hands the transport work, and for good once the lease is closed (shutdown).
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <mutex>
+
+#include "core/clock.hpp"
+
+namespace holmes::tcp {
+
+class IoLease {
+ public:
+  explicit IoLease(std::chrono::microseconds linger) : linger_(linger) {}
+
+  // A caller begins driving. Returns whether the io thread must be nudged (a no-op handler
+  // posted) to leave epoll and park.
+  bool begin();
+  // A driving caller polls: the lease runs on.
+  void renew() { extend(Clock::now()); }
+  // A caller stops driving: at the end of its call (`linger`: the io thread stays parked a while
+  // longer for the next call) or because it is about to sleep (not `linger`: it resumes now
+  // unless another caller still drives).
+  void end(bool linger);
+  // Work came from a thread that does not drive: the io thread resumes now unless a caller
+  // drives (that caller runs it).
+  void release();
+  // The io thread runs from now on, whoever drives.
+  void close();
+
+  // Whether the io thread is parked: only then do callers run the io_context.
+  bool parked() const { return parked_.load(std::memory_order_acquire); }
+
+  // The io thread, between handlers: returns once it should run the io_context.
+  void wait_while_leased();
+
+ private:
+  void extend(Clock::time_point now) {
+    until_.store((now + linger_).time_since_epoch().count(), std::memory_order_relaxed);
+  }
+  void resume_now();  // holds mutex_
+
+  const std::chrono::microseconds linger_;
+  std::mutex mutex_;
+  std::condition_variable resume_;
+  int drivers_ = 0;
+  // The lease's end, as Clock ticks: parked until then. Renewed without the mutex by polls.
+  std::atomic<Clock::rep> until_{0};
+  bool nudged_ = false;  // a nudge is on its way to the io thread
+  bool closed_ = false;
+  std::atomic<bool> parked_{false};
+};
+
+}  // namespace holmes::tcp
