@@ -173,28 +173,35 @@ run_gloo() {
 
 # Loopback TCP capacity: iperf3 with 4 parallel streams on 127.0.0.1, bits/s received.
 measure_loopback() {
-  local rep=$1
-  local port=$((20000 + RANDOM % 20000))
-  timeout -k 5 $((iperf_seconds + 30)) iperf3 -s -1 -B 127.0.0.1 -p "$port" \
-    >"$tmp/iperf-server.$rep.log" 2>&1 &
-  local server=$!
-  background=("$server")
-  local tries=0 status=1
-  while ((tries < 20)); do
-    # The JSON must hold a received total: iperf3 can exit 0 with only an "error" in it.
-    if timeout -k 5 $((iperf_seconds + 20)) iperf3 -c 127.0.0.1 -p "$port" -P 4 \
-      -t "$iperf_seconds" -J >"$tmp/iperf.$rep.json" 2>"$tmp/iperf.$rep.err" &&
-      grep -q '"sum_received"' "$tmp/iperf.$rep.json"; then
-      status=0
-      break
-    fi
-    grep -q "unable to connect\|Connection refused" "$tmp/iperf.$rep.json" "$tmp/iperf.$rep.err" ||
-      break
-    tries=$((tries + 1))
-    sleep 0.2
+  local rep=$1 status=1 attempt
+  # A server that cannot start (its random port taken, say) is retried on another port.
+  for attempt in 1 2 3; do
+    local port=$((20000 + RANDOM % 20000))
+    timeout -k 5 $((iperf_seconds + 30)) iperf3 -s -1 -B 127.0.0.1 -p "$port" \
+      >"$tmp/iperf-server.$rep.log" 2>&1 &
+    local server=$!
+    background=("$server")
+    local tries=0
+    while ((tries < 20)); do
+      # The JSON must hold a received total: iperf3 can exit 0 with only an "error" in it.
+      if timeout -k 5 $((iperf_seconds + 20)) iperf3 -c 127.0.0.1 -p "$port" -P 4 \
+        -t "$iperf_seconds" -J >"$tmp/iperf.$rep.json" 2>"$tmp/iperf.$rep.err" &&
+        grep -q '"sum_received"' "$tmp/iperf.$rep.json"; then
+        status=0
+        break
+      fi
+      grep -q "unable to connect\|Connection refused" "$tmp/iperf.$rep.json" \
+        "$tmp/iperf.$rep.err" || break
+      kill -0 "$server" 2>/dev/null || break # the server is gone: next port
+      tries=$((tries + 1))
+      sleep 0.2
+    done
+    kill "$server" 2>/dev/null || true
+    wait "$server" 2>/dev/null || true
+    background=()
+    ((status == 0)) && break
+    cat "$tmp/iperf-server.$rep.log" >&2 || true
   done
-  wait "$server" 2>/dev/null || true
-  background=()
   ((status == 0)) || {
     cat "$tmp/iperf.$rep.json" "$tmp/iperf.$rep.err" >&2
     die "iperf3 on 127.0.0.1 failed"
