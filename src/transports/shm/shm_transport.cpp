@@ -16,7 +16,6 @@
 #include <mutex>
 #include <new>
 #include <optional>
-#include <shared_mutex>
 #include <string_view>
 #include <thread>
 #include <unordered_map>
@@ -28,6 +27,7 @@
 #include "core/log.hpp"
 #include "core/status.hpp"
 #include "transports/caller_drive.hpp"
+#include "transports/caller_progress.hpp"
 #include "transports/matcher.hpp"
 #include "transports/shared_board.hpp"
 #include "transports/shm/cma.hpp"
@@ -226,27 +226,6 @@ struct Command {
   std::shared_ptr<std::promise<void>> done;
 };
 
-class ShmTransport;
-
-// What a thread waiting for one of the endpoint's requests calls (Completion::wait_until): it
-// runs passes of the progress loop itself. Requests may outlive the endpoint, so they hold this
-// small object, which the endpoint detaches before it goes.
-class CallerProgress final : public Progress {
- public:
-  explicit CallerProgress(ShmTransport& transport) : transport_(&transport) {}
-  void start_polling() override;
-  void poll() override;
-  void stop_polling(bool satisfied) override;
-  void detach() {
-    std::unique_lock alive(alive_);
-    transport_ = nullptr;
-  }
-
- private:
-  std::shared_mutex alive_;
-  ShmTransport* transport_;
-};
-
 class ShmTransport final : public Transport, public SharedBoard {
  public:
   ShmTransport(const TransportOptions& options, const ShmTuning& tuning);
@@ -400,7 +379,8 @@ class ShmTransport final : public Transport, public SharedBoard {
   // its passes, a waiting caller while it polls (try_lock only: a caller never waits for it).
   std::mutex pass_mutex_;
   std::atomic<std::thread::id> pass_owner_{};
-  std::shared_ptr<CallerProgress> caller_progress_ = std::make_shared<CallerProgress>(*this);
+  std::shared_ptr<CallerProgress<ShmTransport>> caller_progress_ =
+      std::make_shared<CallerProgress<ShmTransport>>(*this);
   // Threads inside begin_caller_drive .. end_caller_drive; each counts once in the segment's
   // polling word while it is here.
   CallerDrivers drivers_;
@@ -640,21 +620,6 @@ bool ShmTransport::post_directly(Command& c) {
   lock.unlock();
   if (wake_needed) wake();
   return true;
-}
-
-void CallerProgress::start_polling() {
-  std::shared_lock alive(alive_);
-  if (transport_ != nullptr) transport_->start_polling();
-}
-
-void CallerProgress::poll() {
-  std::shared_lock alive(alive_);
-  if (transport_ != nullptr) transport_->poll();
-}
-
-void CallerProgress::stop_polling(bool satisfied) {
-  std::shared_lock alive(alive_);
-  if (transport_ != nullptr) transport_->stop_polling(satisfied);
 }
 
 void ShmTransport::poll() {

@@ -12,7 +12,6 @@
 #include <future>
 #include <mutex>
 #include <optional>
-#include <shared_mutex>
 #include <thread>
 #include <unordered_map>
 #include <unordered_set>
@@ -25,6 +24,7 @@
 #include "core/log.hpp"
 #include "core/status.hpp"
 #include "transports/caller_drive.hpp"
+#include "transports/caller_progress.hpp"
 #include "transports/matcher.hpp"
 #include "transports/tcp/frame.hpp"
 #include "transports/tcp/io_lease.hpp"
@@ -126,8 +126,6 @@ struct PeerState {
   std::string failure_message;
 };
 
-class TcpTransport;
-
 // Marks the thread that holds the run mutex as the one running handlers, for as long as it does.
 class RunnerScope {
  public:
@@ -142,25 +140,6 @@ class RunnerScope {
 
  private:
   std::atomic<std::thread::id>& runner_;
-};
-
-// What a thread waiting for one of the transport's requests calls (Completion::wait_until): while
-// it drives, it runs the io_context itself. Requests may outlive the transport, so they hold this
-// small object, which the transport detaches before it goes.
-class CallerIo final : public Progress {
- public:
-  explicit CallerIo(TcpTransport& transport) : transport_(&transport) {}
-  void start_polling() override {}
-  void poll() override;
-  void stop_polling(bool satisfied) override;
-  void detach() {
-    std::unique_lock alive(alive_);
-    transport_ = nullptr;
-  }
-
- private:
-  std::shared_mutex alive_;
-  TcpTransport* transport_;
 };
 
 class TcpTransport final : public Transport {
@@ -191,9 +170,10 @@ class TcpTransport final : public Transport {
     failure_listener_ = std::move(listener);
   }
 
-  // For CallerIo: a driving caller's share of the io_context, and its hand-over when it is about
-  // to sleep.
-  void poll_io();
+  // For CallerProgress: a driving caller's share of the io_context, and its hand-over when it is
+  // about to sleep.
+  void start_polling() {}
+  void poll();
   void stop_polling(bool satisfied);
 
  private:
@@ -271,19 +251,10 @@ class TcpTransport final : public Transport {
   std::atomic<bool> shutdown_requested_{false};
   CallerDrivers drivers_;
   IoLease lease_{kDriveLinger};
-  std::shared_ptr<CallerIo> caller_io_ = std::make_shared<CallerIo>(*this);
+  std::shared_ptr<CallerProgress<TcpTransport>> caller_io_ =
+      std::make_shared<CallerProgress<TcpTransport>>(*this);
   std::thread thread_;
 };
-
-void CallerIo::poll() {
-  std::shared_lock alive(alive_);
-  if (transport_ != nullptr) transport_->poll_io();
-}
-
-void CallerIo::stop_polling(bool satisfied) {
-  std::shared_lock alive(alive_);
-  if (transport_ != nullptr) transport_->stop_polling(satisfied);
-}
 
 TcpTransport::TcpTransport(const TcpOptions& options)
     : options_(options),
@@ -346,7 +317,7 @@ void TcpTransport::end_caller_drive() {
   if (drivers_.remove()) lease_.end(true);
 }
 
-void TcpTransport::poll_io() {
+void TcpTransport::poll() {
   // A driving caller's poll keeps the io thread parked (or has it park after its next handler);
   // it runs handlers only once the io thread is parked (until then that thread does the work)
   // and never from inside a handler (run_mutex_ is held).
