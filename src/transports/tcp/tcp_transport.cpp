@@ -226,8 +226,8 @@ class TcpTransport final : public Transport {
   asio::executor_work_guard<asio::io_context::executor_type> work_;
   // Held by the thread that runs the io_context (the io thread, or a polling caller), so that
   // handlers never run concurrently and need no locks. A mutex rather than an asio strand: a
-  // strand costs every completion a second trip through the io_context's queue (measured: about
-  // 4% of tcp bandwidth at 16 MiB).
+  // strand costs every completion a second trip through the io_context's queue (8-byte
+  // allreduce on 4 ranks: 81 us with a strand, 68 with the mutex; BENCHMARKS.md).
   std::mutex run_mutex_;
   std::atomic<std::thread::id> runner_{};
   tcp::acceptor acceptor_;
