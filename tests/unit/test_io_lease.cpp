@@ -16,6 +16,8 @@ namespace {
 using namespace std::chrono_literals;
 
 constexpr auto kLinger = std::chrono::microseconds(2000);
+// A lease that outlasts every test: only a hand-over (not expiry) can resume the io thread.
+constexpr auto kNoExpiry = std::chrono::microseconds(10'000'000);
 
 // The io thread's side: parks in wait_while_leased, runs "handlers" (counts them) when not.
 class IoThread {
@@ -104,8 +106,7 @@ TEST(IoLease, ACallerThatStopsPollingLosesTheLease) {
 }
 
 TEST(IoLease, ACallerAboutToSleepHandsOverAtOnce) {
-  // A long linger: only the hand-over (not the lease's expiry) can resume the io thread in time.
-  IoLease lease(std::chrono::microseconds(10'000'000));
+  IoLease lease(kNoExpiry);
   IoThread io(lease);
   lease.begin();
   ASSERT_TRUE(eventually([&] { return lease.parked(); }));
@@ -115,7 +116,7 @@ TEST(IoLease, ACallerAboutToSleepHandsOverAtOnce) {
 }
 
 TEST(IoLease, ASleepingCallerDoesNotResumeWhileAnotherDrives) {
-  IoLease lease(std::chrono::microseconds(10'000'000));
+  IoLease lease(kNoExpiry);
   IoThread io(lease);
   lease.begin();
   lease.begin();
@@ -129,18 +130,18 @@ TEST(IoLease, ASleepingCallerDoesNotResumeWhileAnotherDrives) {
 }
 
 TEST(IoLease, WorkFromAThreadThatDoesNotDriveResumesTheIoThread) {
-  IoLease lease(std::chrono::microseconds(10'000'000));
+  IoLease lease(kNoExpiry);
   IoThread io(lease);
   lease.begin();
   ASSERT_TRUE(eventually([&] { return lease.parked(); }));
-  lease.end(true);  // the lease lingers for 10 s
+  lease.end(true);  // the lease lingers on
   const int before = io.resumed();
   lease.release();
   EXPECT_TRUE(eventually([&] { return io.resumed() > before; }, 2000ms));
 }
 
 TEST(IoLease, CloseEndsEveryLeaseForGood) {
-  IoLease lease(std::chrono::microseconds(10'000'000));
+  IoLease lease(kNoExpiry);
   lease.begin();
   auto parked_once = std::async(std::launch::async, [&] { lease.wait_while_leased(); });
   ASSERT_TRUE(eventually([&] { return lease.parked(); }));
