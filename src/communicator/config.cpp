@@ -73,6 +73,7 @@ ResolvedConfig resolve_config(const Config& config) {
             "HOLMES_CHECKSUM is '{}': expected 1 (CRC32C on every tcp fragment) or 0", *checksum);
     out.checksum = *checksum == "1";
   }
+  if (const auto congestion = env_string("HOLMES_TCP_CONGESTION")) out.tcp_congestion = *congestion;
   if (env.chunk_bytes) out.chunk_bytes = static_cast<std::size_t>(*env.chunk_bytes);
   return out;
 }

@@ -14,6 +14,9 @@ struct TransportOptions {
   int sockets_per_peer = 2;           // tcp: 1..16
   bool checksum = false;              // tcp: CRC32C after every fragment (HOLMES_CHECKSUM=1)
   int socket_buffer_bytes = 4 << 20;  // tcp: SO_SNDBUF/SO_RCVBUF; 0 leaves kernel autotuning
+  // tcp: HOLMES_TCP_CONGESTION, "" = auto (tcp/congestion.hpp): which congestion control links
+  // get.
+  std::string tcp_congestion;
   // ucx: false when every peer the transport serves is on another host. UCX then leaves out its
   // shared-memory transports (unless UCX_TLS is set): between hosts they can never carry
   // anything, but namespaces emulating hosts on one machine look like one host to UCX, which

@@ -10,6 +10,7 @@
 #include <atomic>
 #include <deque>
 #include <future>
+#include <limits>
 #include <mutex>
 #include <optional>
 #include <thread>
@@ -26,6 +27,7 @@
 #include "transports/caller_drive.hpp"
 #include "transports/caller_progress.hpp"
 #include "transports/matcher.hpp"
+#include "transports/tcp/congestion.hpp"
 #include "transports/tcp/frame.hpp"
 #include "transports/tcp/io_lease.hpp"
 
@@ -62,6 +64,16 @@ constexpr std::chrono::microseconds kDrivenYield{1000};
 constexpr std::chrono::microseconds kDriveLinger{1000};
 // Handlers a polling caller runs at most before it yields again.
 constexpr int kHandlersPerPoll = 16;
+
+// The completion condition of frame reads and writes: all of it, in as few system calls as the
+// kernel takes. asio's transfer_all caps every call at 64 KiB (default_max_transfer_size); on
+// loopback, whose MSS is 65483, each such write left two packets, a full one and a 53-byte tail
+// that TCP_NODELAY sent at once, doubling the packets (and acknowledgements) of large messages.
+struct AllAtOnce {
+  std::size_t operator()(const error_code& ec, std::size_t) const {
+    return ec ? 0 : std::numeric_limits<std::size_t>::max();
+  }
+};
 
 // One isend: complete when all its fragments have been written to the kernel.
 struct SendOp {
@@ -221,6 +233,7 @@ class TcpTransport final : public Transport {
   void configure(tcp::socket& socket) const;
 
   TcpOptions options_;
+  CongestionPolicy congestion_;
   std::chrono::milliseconds liveness_;  // a link silent this long is down (kMinLiveness)
   asio::io_context io_;
   asio::executor_work_guard<asio::io_context::executor_type> work_;
@@ -258,6 +271,7 @@ class TcpTransport final : public Transport {
 
 TcpTransport::TcpTransport(const TcpOptions& options)
     : options_(options),
+      congestion_(CongestionPolicy::resolve(options.tcp_congestion)),
       liveness_(std::max(kMinLiveness, options.connect_timeout / 2)),
       work_(asio::make_work_guard(io_)),
       acceptor_(io_) {
@@ -492,6 +506,11 @@ void TcpTransport::configure(tcp::socket& socket) const {
     socket.set_option(asio::socket_base::receive_buffer_size(options_.socket_buffer_bytes),
                       ignored);
   }
+  error_code local_ec;
+  error_code remote_ec;
+  const auto local = socket.local_endpoint(local_ec);
+  const auto remote = socket.remote_endpoint(remote_ec);
+  if (!local_ec && !remote_ec) congestion_.apply(fd, local.address(), remote.address());
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -567,27 +586,28 @@ void TcpTransport::write_next(int peer, const std::shared_ptr<OutLink>& link) {
   const std::array<asio::const_buffer, 3> buffers{
       asio::buffer(f.header), asio::buffer(f.data, f.length),
       asio::buffer(f.trailer, f.checksum ? kChecksumBytes : 0)};
-  asio::async_write(link->socket, buffers, [this, peer, link](const error_code& ec, std::size_t) {
-    if (closed_ || link->queue.empty()) return;  // shut down: the op was already failed
-    if (ec) {
-      const auto message = link_down(peer, ec).value_or(
-          fmt::format("sending to {} failed: {}", peer_name(peer), ec.message()));
-      const bool closed_by_peer =
-          ec == asio::error::connection_reset || ec == asio::error::broken_pipe;
-      if (closed_by_peer && !peers_[peer].gone) {  // gone: its notice, if any, was read
-        peers_[peer].send_reset = true;
-        fail_peer_after_notice_grace(peer, message);
-      } else {
-        fail_peer_now(peer, HM_ERR_PEER_FAILED, message);
-      }
-      return;
-    }
-    Fragment done = std::move(link->queue.front());
-    link->queue.pop_front();
-    link->queued_bytes -= done.length;
-    if (--done.op->fragments_left == 0) done.op->request->complete();
-    write_next(peer, link);
-  });
+  asio::async_write(
+      link->socket, buffers, AllAtOnce(), [this, peer, link](const error_code& ec, std::size_t) {
+        if (closed_ || link->queue.empty()) return;  // shut down: the op was already failed
+        if (ec) {
+          const auto message = link_down(peer, ec).value_or(
+              fmt::format("sending to {} failed: {}", peer_name(peer), ec.message()));
+          const bool closed_by_peer =
+              ec == asio::error::connection_reset || ec == asio::error::broken_pipe;
+          if (closed_by_peer && !peers_[peer].gone) {  // gone: its notice, if any, was read
+            peers_[peer].send_reset = true;
+            fail_peer_after_notice_grace(peer, message);
+          } else {
+            fail_peer_now(peer, HM_ERR_PEER_FAILED, message);
+          }
+          return;
+        }
+        Fragment done = std::move(link->queue.front());
+        link->queue.pop_front();
+        link->queued_bytes -= done.length;
+        if (--done.op->fragments_left == 0) done.op->request->complete();
+        write_next(peer, link);
+      });
 }
 
 void TcpTransport::connect_peer(int peer) {
@@ -963,7 +983,7 @@ void TcpTransport::on_fragment(const std::shared_ptr<InLink>& link, const FrameH
   const std::array<asio::mutable_buffer, 2> buffers{
       asio::buffer(landing->target, h.length),
       asio::buffer(link->trailer, checksum ? kChecksumBytes : 0)};
-  asio::async_read(link->socket, buffers,
+  asio::async_read(link->socket, buffers, AllAtOnce(),
                    [this, link, verify_and_land](const error_code& ec, std::size_t) {
                      if (closed_ || link->closed) return;
                      if (ec) return in_link_closed(link, ec);
@@ -977,7 +997,7 @@ void TcpTransport::discard_payload(const std::shared_ptr<InLink>& link, std::siz
     return;
   }
   auto sink = std::make_shared<std::vector<std::byte>>(length);
-  asio::async_read(link->socket, asio::buffer(*sink),
+  asio::async_read(link->socket, asio::buffer(*sink), AllAtOnce(),
                    [this, link, sink](const error_code& ec, std::size_t) {
                      if (closed_ || link->closed) return;
                      if (ec) return in_link_closed(link, ec);
