@@ -46,6 +46,12 @@ bool slot_ahead(std::uint32_t slot, std::uint32_t current) {
 // Bounds on what is kept about slots this rank has yet to reach.
 constexpr std::size_t kMaxSlotsAhead = 64;
 constexpr std::size_t kMaxEvidencePerSlot = 4;
+// Spare buffers of unexpected pieces kept for reuse (Matcher::recycle): at most this many and
+// this much, held for as long as the matcher lives. A piece may take a spare up to 4 times its
+// size plus kMinSpareBytes.
+constexpr std::size_t kMaxSpares = 16;
+constexpr std::size_t kMaxSpareBytes = std::size_t{16} << 20;
+constexpr std::size_t kMinSpareBytes = std::size_t{64} << 10;
 
 // Marks the messages of receives that a peer's verdict failed (Matcher::failed_by_verdict).
 constexpr std::string_view kLeftBecause = "left this operation because it found that the ranks";
@@ -212,7 +218,7 @@ std::optional<Matcher::Landing> Matcher::land_fragment(int peer, const FragmentH
     }
     if (r.combine) {
       if (!stage) return Landing{nullptr, nullptr, r.request, nullptr};  // deliver() combines
-      if (!r.bounce) r.bounce = std::make_shared<std::vector<std::byte>>(r.size);
+      if (!r.bounce) r.bounce = std::make_shared<ByteBuffer>(r.size);
       return Landing{r.bounce->data() + h.offset, nullptr, r.request, r.bounce};
     }
     return Landing{r.data + h.offset, nullptr, r.request, nullptr};
@@ -228,7 +234,7 @@ std::optional<Matcher::Landing> Matcher::land_fragment(int peer, const FragmentH
   } else if (entry->second.total != h.total || entry->second.signature != h.signature) {
     return std::nullopt;
   }
-  auto piece = std::make_shared<std::vector<std::byte>>(h.length);
+  auto piece = take_piece(h.length);
   return Landing{piece->data(), piece, nullptr, nullptr};
 }
 
@@ -305,12 +311,13 @@ bool Matcher::post(int peer, std::uint64_t tag, std::uint32_t signature,
       unexpected_.erase(it);
       return true;
     }
-    for (const auto& [offset, bytes] : u.pieces) {
+    for (auto& [offset, bytes] : u.pieces) {
       if (r.combine) {
         combine_in(r, offset, *bytes);
       } else {
         std::copy(bytes->begin(), bytes->end(), r.data + offset);
       }
+      recycle(std::move(bytes));
     }
     r.received = u.received;
     unexpected_.erase(it);
@@ -322,6 +329,28 @@ bool Matcher::post(int peer, std::uint64_t tag, std::uint32_t signature,
   }
   posted_.emplace(key, std::move(r));
   return false;
+}
+
+std::shared_ptr<ByteBuffer> Matcher::take_piece(std::size_t length) {
+  // First fit among a handful of spares; a spare far larger than the piece stays for a larger one.
+  for (auto it = spare_.begin(); it != spare_.end(); ++it) {
+    const std::size_t capacity = (*it)->capacity();
+    if (capacity < length || capacity > 4 * length + kMinSpareBytes) continue;
+    auto piece = std::move(*it);
+    spare_.erase(it);
+    spare_bytes_ -= capacity;
+    piece->resize(length);  // within its capacity: no allocation, and no zeroing (ByteBuffer)
+    return piece;
+  }
+  return std::make_shared<ByteBuffer>(length);
+}
+
+void Matcher::recycle(std::shared_ptr<ByteBuffer> piece) {
+  if (!piece || piece.use_count() != 1) return;  // a transport still writes into it
+  const std::size_t capacity = piece->capacity();
+  if (spare_.size() >= kMaxSpares || spare_bytes_ + capacity > kMaxSpareBytes) return;
+  spare_bytes_ += capacity;
+  spare_.push_back(std::move(piece));
 }
 
 void Matcher::account(const Key& key, const CompletionPtr& request, std::size_t bytes) {
@@ -345,7 +374,7 @@ void Matcher::combine_in(Posted& r, std::size_t offset, std::span<const std::byt
     return;
   }
   // Splits an element: its other part comes in another fragment, also kept here.
-  if (!r.bounce) r.bounce = std::make_shared<std::vector<std::byte>>(r.size);
+  if (!r.bounce) r.bounce = std::make_shared<ByteBuffer>(r.size);
   if (bytes.data() != r.bounce->data() + offset && !bytes.empty()) {
     std::memcpy(r.bounce->data() + offset, bytes.data(), bytes.size());
   }

@@ -53,6 +53,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/byte_buffer.hpp"
 #include "core/completion.hpp"
 #include "transports/combine.hpp"
 
@@ -96,12 +97,12 @@ class Matcher {
 
   // Where an arriving fragment's payload must be written.
   struct Landing {
-    std::byte* target = nullptr;  // nullptr with no piece: read and discard the payload
-    std::shared_ptr<std::vector<std::byte>> piece;  // set when kept as unexpected data
-    CompletionPtr request;                          // the posted receive it fills, if any
+    std::byte* target = nullptr;        // nullptr with no piece: read and discard the payload
+    std::shared_ptr<ByteBuffer> piece;  // set when kept as unexpected data
+    CompletionPtr request;              // the posted receive it fills, if any
     // For a receive that combines: the bounce buffer `target` points into, kept alive while the
     // transport writes there; landed() reduces from it.
-    std::shared_ptr<std::vector<std::byte>> staging;
+    std::shared_ptr<ByteBuffer> staging;
   };
 
   // Phase 1, when a fragment header arrives. A fragment that contradicts earlier fragments of
@@ -162,14 +163,19 @@ class Matcher {
     std::optional<ReceiveCombine> combine;
     // A combining receive's bytes that could not be reduced as they came: the bounce buffer
     // (message-sized, made on first need) and the [offset, length) ranges in it still to reduce.
-    std::shared_ptr<std::vector<std::byte>> bounce;
+    std::shared_ptr<ByteBuffer> bounce;
     std::vector<std::pair<std::size_t, std::size_t>> pending;
   };
+  // A buffer for an unexpected piece of `length` bytes: a spare one when one is large enough.
+  std::shared_ptr<ByteBuffer> take_piece(std::size_t length);
+  // Keeps `piece` as a spare if nothing else holds it and the spares stay within bounds.
+  void recycle(std::shared_ptr<ByteBuffer> piece);
+
   struct Unexpected {
     std::uint64_t total = 0;
     std::uint32_t signature = 0;
     std::size_t received = 0;
-    std::vector<std::pair<std::uint64_t, std::shared_ptr<std::vector<std::byte>>>> pieces;
+    std::vector<std::pair<std::uint64_t, std::shared_ptr<ByteBuffer>>> pieces;
   };
   // What a peer showed of its call in some slot: a data message, a probe or a verdict.
   struct Evidence {
@@ -209,6 +215,11 @@ class Matcher {
   std::unordered_map<Key, Posted, KeyHash> posted_;
   std::unordered_map<Key, Unexpected, KeyHash> unexpected_;
   std::size_t unexpected_bytes_ = 0;
+  // Buffers of unexpected pieces whose bytes went to their receive, kept for the next pieces: a
+  // ring step's chunks that arrive before their receives would otherwise each cost an allocation
+  // and, above malloc's mmap threshold, a page fault per 4 KiB.
+  std::vector<std::shared_ptr<ByteBuffer>> spare_;
+  std::size_t spare_bytes_ = 0;
 
   // This rank's latest collective operation with a posted receive, and why it failed, if it did.
   struct Current {

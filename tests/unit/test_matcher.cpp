@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <climits>
 #include <cstddef>
 #include <cstdint>
@@ -288,6 +289,60 @@ TEST(MatcherSlots, EvidenceAheadIsBounded) {
   EXPECT_TRUE(kept.finished_at_post);
   Receive dropped(m, 1, 65, 0);
   EXPECT_FALSE(dropped.finished_at_post);
+}
+
+// Unexpected pieces arrive through land()/landed() as tcp reads them: `fill` into the piece.
+Matcher::Landing land_unexpected(Matcher& m, std::uint64_t tag, std::size_t length,
+                                 std::byte fill) {
+  const FragmentHeader h{tag, kOurs, length, 0, length};
+  auto landing = m.land(0, h);
+  EXPECT_TRUE(landing.has_value());
+  EXPECT_NE(landing->piece, nullptr);  // no receive posted: kept as unexpected data
+  std::fill_n(landing->target, length, fill);
+  m.landed(0, h, *landing);
+  return *landing;
+}
+
+TEST(MatcherUnexpected, APieceBufferIsReusedOnceItsBytesWentToTheirReceive) {
+  auto m = make_matcher();
+  constexpr std::size_t kBytes = 300000;  // above malloc's mmap threshold
+  const std::byte* first = land_unexpected(m, collective_tag(1, 0), kBytes, std::byte{0xaa}).target;
+  std::vector<std::byte> out(kBytes);
+  auto request = std::make_shared<Completion>();
+  ASSERT_TRUE(m.post(0, collective_tag(1, 0), kOurs, out, request));
+  EXPECT_EQ(request->status(), HM_SUCCESS);
+  EXPECT_EQ(out, std::vector<std::byte>(kBytes, std::byte{0xaa}));
+
+  // The next piece of a similar size lands in the same memory, and only its own bytes come out.
+  const std::byte* second =
+      land_unexpected(m, collective_tag(1, 1), kBytes - 1000, std::byte{0xbb}).target;
+  EXPECT_EQ(second, first);
+  std::vector<std::byte> out2(kBytes - 1000);
+  ASSERT_TRUE(m.post(0, collective_tag(1, 1), kOurs, out2, std::make_shared<Completion>()));
+  EXPECT_EQ(out2, std::vector<std::byte>(kBytes - 1000, std::byte{0xbb}));
+  EXPECT_EQ(m.unexpected_bytes(), 0u);
+}
+
+TEST(MatcherUnexpected, APieceSomeoneStillHoldsOrAFarSmallerOneIsNotReused) {
+  auto m = make_matcher();
+  constexpr std::size_t kBytes = 1 << 20;
+  // The transport keeps its landing (say, a read still in flight): not reusable.
+  const auto held = land_unexpected(m, collective_tag(1, 0), kBytes, std::byte{1});
+  std::vector<std::byte> out(kBytes);
+  ASSERT_TRUE(m.post(0, collective_tag(1, 0), kOurs, out, std::make_shared<Completion>()));
+  auto next = land_unexpected(m, collective_tag(1, 1), kBytes, std::byte{2});
+  EXPECT_NE(next.target, held.target);
+  EXPECT_EQ(held.piece->front(), std::byte{1});  // untouched
+  EXPECT_EQ(next.piece->front(), std::byte{2});
+
+  // A 1 MiB spare does not go to an 8-byte piece (it would sit there while large ones allocate).
+  const std::byte* spare = next.target;
+  std::vector<std::byte> out2(kBytes);
+  next = {};  // the transport lets go of it
+  ASSERT_TRUE(m.post(0, collective_tag(1, 1), kOurs, out2, std::make_shared<Completion>()));
+  EXPECT_EQ(out2, std::vector<std::byte>(kBytes, std::byte{2}));
+  EXPECT_NE(land_unexpected(m, collective_tag(1, 2), 8, std::byte{3}).target, spare);
+  EXPECT_EQ(land_unexpected(m, collective_tag(1, 3), kBytes / 2, std::byte{4}).target, spare);
 }
 
 }  // namespace
