@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <atomic>
 #include <deque>
+#include <functional>
 #include <future>
 #include <limits>
 #include <mutex>
@@ -29,6 +30,7 @@
 #include "transports/matcher.hpp"
 #include "transports/tcp/congestion.hpp"
 #include "transports/tcp/frame.hpp"
+#include "transports/tcp/inbox.hpp"
 #include "transports/tcp/io_lease.hpp"
 
 namespace holmes::tcp {
@@ -118,7 +120,7 @@ struct InLink {
   std::array<std::uint8_t, auth::Challenge::kWireBytes> challenge{};
   std::array<std::uint8_t, auth::Proof::kWireBytes + kIdentityBytes> hello{};
   std::array<std::uint8_t, auth::Verdict::kWireBytes> verdict{};
-  std::array<std::uint8_t, kFrameHeaderBytes> header{};
+  Inbox inbox;  // read ahead of the frame being handled
   std::array<std::uint8_t, kChecksumBytes> trailer{};
   std::string notice;  // a failed peer's reason (kNoticeTag)
   bool closed = false;
@@ -213,9 +215,18 @@ class TcpTransport final : public Transport {
   void accept_next();
   void server_handshake(const std::shared_ptr<InLink>& link);
   void check_hello(const std::shared_ptr<InLink>& link);
-  void read_header(const std::shared_ptr<InLink>& link);
-  void on_fragment(const std::shared_ptr<InLink>& link, const FrameHeader& header);
-  void discard_payload(const std::shared_ptr<InLink>& link, std::size_t length);
+  // Reads into the link's inbox until it holds a frame header, then parses.
+  void read_frames(const std::shared_ptr<InLink>& link);
+  // Handles the frames the inbox holds; reads on when it runs dry or a payload goes beyond it.
+  void parse_frames(const std::shared_ptr<InLink>& link);
+  // Fills `rest` from the inbox, then from the socket, and calls `then` (unless the link closed).
+  void read_rest(const std::shared_ptr<InLink>& link, std::array<asio::mutable_buffer, 2> rest,
+                 std::function<void()> then);
+  // True when the fragment was handled from the inbox and parsing may go on; false when a read
+  // of its payload is under way (it resumes reading) or the peer failed.
+  bool on_fragment(const std::shared_ptr<InLink>& link, const FrameHeader& header);
+  // Skips `length` payload bytes; true when the inbox held them all.
+  bool discard_payload(const std::shared_ptr<InLink>& link, std::size_t length);
   void in_link_closed(const std::shared_ptr<InLink>& link, const error_code& ec);
   void refuse(const std::shared_ptr<InLink>& link, const std::string& why);
   void read_notice(const std::shared_ptr<InLink>& link, const FrameHeader& header);
@@ -884,7 +895,7 @@ void TcpTransport::check_hello(const std::shared_ptr<InLink>& link) {
                       link->peer = static_cast<int>(rank);
                       auto& p = peers_[link->peer];
                       p.in_expected = static_cast<int>(count);
-                      read_header(link);
+                      read_frames(link);
                     });
 }
 
@@ -898,21 +909,52 @@ void TcpTransport::refuse(const std::shared_ptr<InLink>& link, const std::string
   in_links_.erase(link);
 }
 
-void TcpTransport::read_header(const std::shared_ptr<InLink>& link) {
-  asio::async_read(link->socket, asio::buffer(link->header),
-                   [this, link](const error_code& ec, std::size_t) {
+void TcpTransport::read_frames(const std::shared_ptr<InLink>& link) {
+  auto& box = link->inbox;
+  if (box.size() >= kFrameHeaderBytes) return parse_frames(link);
+  box.compact();
+  const auto space = box.free_space();
+  link->socket.async_read_some(asio::buffer(space.data(), space.size()),
+                               [this, link](const error_code& ec, std::size_t got) {
+                                 if (closed_ || link->closed) return;
+                                 if (ec) return in_link_closed(link, ec);
+                                 link->inbox.filled(got);
+                                 parse_frames(link);
+                               });
+}
+
+void TcpTransport::parse_frames(const std::shared_ptr<InLink>& link) {
+  // Every frame the inbox holds whole is handled here, in this handler; a frame whose payload
+  // goes on past the inbox reads the rest straight into its destination, and reading resumes
+  // from its completion.
+  while (!closed_ && !link->closed) {
+    auto& box = link->inbox;
+    if (box.size() < kFrameHeaderBytes) return read_frames(link);
+    const auto header = FrameHeader::decode(box.take_header());
+    if (!header) {
+      fail_peer_now(link->peer, HM_ERR_TRANSPORT,
+                    fmt::format("{} sent a malformed frame header; connection dropped",
+                                peer_name(link->peer)));
+      return;
+    }
+    if (header->tag == kNoticeTag) return read_notice(link, *header);
+    if (!on_fragment(link, *header)) return;
+  }
+}
+
+void TcpTransport::read_rest(const std::shared_ptr<InLink>& link,
+                             std::array<asio::mutable_buffer, 2> rest, std::function<void()> then) {
+  // The inbox's bytes go first; what it lacks comes straight from the socket.
+  for (auto& part : rest) {
+    const std::size_t n = link->inbox.take({static_cast<std::byte*>(part.data()), part.size()});
+    part += n;
+  }
+  if (rest[0].size() + rest[1].size() == 0) return then();
+  asio::async_read(link->socket, rest, AllAtOnce(),
+                   [this, link, then = std::move(then)](const error_code& ec, std::size_t) {
                      if (closed_ || link->closed) return;
                      if (ec) return in_link_closed(link, ec);
-                     const auto header = FrameHeader::decode(link->header);
-                     if (!header) {
-                       fail_peer_now(link->peer, HM_ERR_TRANSPORT,
-                                     fmt::format("{} sent a malformed frame header; connection "
-                                                 "dropped",
-                                                 peer_name(link->peer)));
-                       return;
-                     }
-                     if (header->tag == kNoticeTag) return read_notice(link, *header);
-                     on_fragment(link, *header);
+                     then();
                    });
 }
 
@@ -927,21 +969,18 @@ void TcpTransport::read_notice(const std::shared_ptr<InLink>& link, const FrameH
   // (a bug to fix, not a failure to restart from). Any other failure of the peer is one here.
   const hm_status_t status = h.signature == HM_ERR_MISMATCH ? HM_ERR_MISMATCH : HM_ERR_PEER_FAILED;
   link->notice.assign(h.length, '\0');
-  asio::async_read(link->socket, asio::buffer(link->notice),
-                   [this, link, status](const error_code& ec, std::size_t) {
-                     if (closed_ || link->closed) return;
-                     if (ec) return in_link_closed(link, ec);
-                     // Text from the network: printable ASCII only in our messages and logs.
-                     for (char& c : link->notice) {
-                       if (c < 0x20 || c > 0x7e) c = '?';
-                     }
-                     fail_peer_now(link->peer, status,
-                                   fmt::format("{} failed and closed its connections: {}",
-                                               peer_name(link->peer), link->notice));
-                   });
+  read_rest(link, {asio::buffer(link->notice), asio::mutable_buffer()}, [this, link, status] {
+    // Text from the network: printable ASCII only in our messages and logs.
+    for (char& c : link->notice) {
+      if (c < 0x20 || c > 0x7e) c = '?';
+    }
+    fail_peer_now(link->peer, status,
+                  fmt::format("{} failed and closed its connections: {}", peer_name(link->peer),
+                              link->notice));
+  });
 }
 
-void TcpTransport::on_fragment(const std::shared_ptr<InLink>& link, const FrameHeader& h) {
+bool TcpTransport::on_fragment(const std::shared_ptr<InLink>& link, const FrameHeader& h) {
   const int peer = link->peer;
   const FragmentHeader header{h.tag, h.signature, h.total, h.offset, h.length};
   const auto landing = matcher_.land(peer, header);
@@ -950,18 +989,18 @@ void TcpTransport::on_fragment(const std::shared_ptr<InLink>& link, const FrameH
                   fmt::format("{} sent fragments of one message with different sizes; connection "
                               "dropped",
                               peer_name(peer)));
-    return;
+    return false;
   }
   if (h.length == 0) {
     matcher_.landed(peer, header, *landing);
-    read_header(link);
-    return;
+    return true;
   }
   const bool checksum = (h.flags & kFlagChecksum) != 0;
+  const std::size_t trailer = checksum ? kChecksumBytes : 0;
   if (landing->target == nullptr) {  // a mismatch: the receive has failed, skip the payload
-    discard_payload(link, h.length + (checksum ? kChecksumBytes : 0));
-    return;
+    return discard_payload(link, h.length + trailer);
   }
+  // Lands the fragment once its payload (and checksum) are in; false when it failed the peer.
   auto verify_and_land = [this, link, header, landing = *landing, checksum] {
     if (checksum) {
       const std::uint32_t sent = load_le<std::uint32_t>(link->trailer.data());
@@ -974,35 +1013,36 @@ void TcpTransport::on_fragment(const std::shared_ptr<InLink>& link, const FrameH
                                   "(HOLMES_CHECKSUM); connection dropped",
                                   peer_name(link->peer), header.tag, header.offset,
                                   header.offset + header.length, header.total, sent, got));
-        return;
+        return false;
       }
     }
     matcher_.landed(link->peer, header, landing);
-    read_header(link);
+    return true;
   };
-  const std::array<asio::mutable_buffer, 2> buffers{
-      asio::buffer(landing->target, h.length),
-      asio::buffer(link->trailer, checksum ? kChecksumBytes : 0)};
-  asio::async_read(link->socket, buffers, AllAtOnce(),
-                   [this, link, verify_and_land](const error_code& ec, std::size_t) {
-                     if (closed_ || link->closed) return;
-                     if (ec) return in_link_closed(link, ec);
-                     verify_and_land();
-                   });
+  const std::size_t in_box = link->inbox.size();
+  if (in_box >= h.length + trailer) {  // all here (small messages): land it and go on parsing
+    link->inbox.take({landing->target, h.length});
+    link->inbox.take({reinterpret_cast<std::byte*>(link->trailer.data()), trailer});
+    return verify_and_land();
+  }
+  read_rest(link, {asio::buffer(landing->target, h.length), asio::buffer(link->trailer, trailer)},
+            [this, link, verify_and_land] {
+              if (verify_and_land()) read_frames(link);
+            });
+  return false;
 }
 
-void TcpTransport::discard_payload(const std::shared_ptr<InLink>& link, std::size_t length) {
-  if (length == 0) {
-    read_header(link);
-    return;
-  }
+bool TcpTransport::discard_payload(const std::shared_ptr<InLink>& link, std::size_t length) {
+  length -= link->inbox.skip(length);
+  if (length == 0) return true;
   auto sink = std::make_shared<std::vector<std::byte>>(length);
   asio::async_read(link->socket, asio::buffer(*sink), AllAtOnce(),
                    [this, link, sink](const error_code& ec, std::size_t) {
                      if (closed_ || link->closed) return;
                      if (ec) return in_link_closed(link, ec);
-                     read_header(link);
+                     read_frames(link);
                    });
+  return false;
 }
 
 void TcpTransport::start_recv(int peer, std::uint64_t tag, std::uint32_t signature,
