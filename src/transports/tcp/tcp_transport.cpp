@@ -195,6 +195,12 @@ class TcpTransport final : public Transport {
   // thread.
   template <typename Work>
   void hand_to_io(Work&& work);
+  // Runs `work` here when this thread drives and may run handlers now (the io thread is parked
+  // and no other caller runs them); else hand_to_io. Sends and receives are independent
+  // messages (matched by tag), so running one before work posted earlier reorders nothing that
+  // matters.
+  template <typename Work>
+  void run_or_hand(Work&& work);
   void io_loop();
   // Whether this thread is running the io_context's handlers now.
   bool running_handlers() const { return runner_.load() == std::this_thread::get_id(); }
@@ -331,6 +337,21 @@ void TcpTransport::hand_to_io(Work&& work) {
   if (!drivers_.contains()) lease_.release();
 }
 
+template <typename Work>
+void TcpTransport::run_or_hand(Work&& work) {
+  // What the caller's next poll would run, run now: the frame leaves at once, and a receive
+  // whose message came early completes before the caller waits.
+  if (drivers_.contains() && !running_handlers() && lease_.parked()) {
+    std::unique_lock run(run_mutex_, std::try_to_lock);
+    if (run.owns_lock()) {
+      const RunnerScope runner(run, runner_);
+      work();
+      return;
+    }
+  }
+  hand_to_io(std::forward<Work>(work));
+}
+
 void TcpTransport::begin_caller_drive() {
   drivers_.add();
   // Out of epoll: the io thread parks at its next handler.
@@ -427,7 +448,7 @@ CompletionPtr TcpTransport::isend(int peer, std::uint64_t tag, std::uint32_t sig
   require(tag != kNoticeTag, "tcp: tag {:#x} is reserved for the transport", tag);
   auto request = std::make_shared<Completion>();
   request->set_progress(caller_io_);
-  hand_to_io([this, peer, tag, signature, data, request] {
+  run_or_hand([this, peer, tag, signature, data, request] {
     start_send(peer, tag, signature, data, request);
   });
   return request;
@@ -439,7 +460,7 @@ CompletionPtr TcpTransport::irecv(int peer, std::uint64_t tag, std::uint32_t sig
           "tcp: cannot receive from rank {}", peer);
   auto request = std::make_shared<Completion>();
   request->set_progress(caller_io_);
-  hand_to_io([this, peer, tag, signature, data, request] {
+  run_or_hand([this, peer, tag, signature, data, request] {
     start_recv(peer, tag, signature, data, request);
   });
   return request;
