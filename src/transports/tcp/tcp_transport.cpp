@@ -201,6 +201,10 @@ class TcpTransport final : public Transport {
   // matters.
   template <typename Work>
   void run_or_hand(Work&& work);
+  // Runs `run` on this thread as the one that runs handlers, if this thread drives and may now;
+  // false (nothing run) if not. Renews the lease either way when this thread drives.
+  template <typename Run>
+  bool run_as_driver(Run&& run);
   void io_loop();
   // Whether this thread is running the io_context's handlers now.
   bool running_handlers() const { return runner_.load() == std::this_thread::get_id(); }
@@ -225,8 +229,9 @@ class TcpTransport final : public Transport {
   void read_frames(const std::shared_ptr<InLink>& link);
   // Handles the frames the inbox holds; reads on when it runs dry or a payload goes beyond it.
   void parse_frames(const std::shared_ptr<InLink>& link);
-  // Fills `rest` from the inbox, then from the socket, and calls `then` (unless the link closed).
-  void read_rest(const std::shared_ptr<InLink>& link, std::array<asio::mutable_buffer, 2> rest,
+  // Fills `rest` from the inbox; true when it held all of it. Else reads the rest from the
+  // socket and calls `then` once it is in (unless the link closed), and returns false.
+  bool read_rest(const std::shared_ptr<InLink>& link, std::array<asio::mutable_buffer, 2> rest,
                  std::function<void()> then);
   // True when the fragment was handled from the inbox and parsing may go on; false when a read
   // of its payload is under way (it resumes reading) or the peer failed.
@@ -337,19 +342,26 @@ void TcpTransport::hand_to_io(Work&& work) {
   if (!drivers_.contains()) lease_.release();
 }
 
+template <typename Run>
+bool TcpTransport::run_as_driver(Run&& run) {
+  // A driving caller keeps the io thread parked (or has it park after its next handler); it
+  // runs handlers only once the io thread is parked (until then that thread does the work) and
+  // never from inside a handler (run_mutex_ is held).
+  if (running_handlers() || !drivers_.contains()) return false;
+  lease_.renew();
+  if (!lease_.parked()) return false;
+  std::unique_lock lock(run_mutex_, std::try_to_lock);
+  if (!lock.owns_lock()) return false;  // the io thread is just leaving the lease, or a caller
+  const RunnerScope runner(lock, runner_);
+  run();
+  return true;
+}
+
 template <typename Work>
 void TcpTransport::run_or_hand(Work&& work) {
   // What the caller's next poll would run, run now: the frame leaves at once, and a receive
   // whose message came early completes before the caller waits.
-  if (drivers_.contains() && !running_handlers() && lease_.parked()) {
-    std::unique_lock run(run_mutex_, std::try_to_lock);
-    if (run.owns_lock()) {
-      const RunnerScope runner(run, runner_);
-      work();
-      return;
-    }
-  }
-  hand_to_io(std::forward<Work>(work));
+  if (!run_as_driver(work)) hand_to_io(std::forward<Work>(work));
 }
 
 void TcpTransport::begin_caller_drive() {
@@ -364,17 +376,10 @@ void TcpTransport::end_caller_drive() {
 }
 
 void TcpTransport::poll() {
-  // A driving caller's poll keeps the io thread parked (or has it park after its next handler);
-  // it runs handlers only once the io thread is parked (until then that thread does the work)
-  // and never from inside a handler (run_mutex_ is held).
-  if (running_handlers() || !drivers_.contains()) return;
-  lease_.renew();
-  if (!lease_.parked()) return;
-  std::unique_lock run(run_mutex_, std::try_to_lock);
-  if (!run.owns_lock()) return;  // the io thread is just leaving the lease, or another caller
-  const RunnerScope runner(run, runner_);
-  for (int i = 0; i < kHandlersPerPoll && io_.poll_one() > 0; ++i) {
-  }
+  run_as_driver([this] {
+    for (int i = 0; i < kHandlersPerPoll && io_.poll_one() > 0; ++i) {
+    }
+  });
 }
 
 void TcpTransport::stop_polling(bool satisfied) {
@@ -963,20 +968,21 @@ void TcpTransport::parse_frames(const std::shared_ptr<InLink>& link) {
   }
 }
 
-void TcpTransport::read_rest(const std::shared_ptr<InLink>& link,
+bool TcpTransport::read_rest(const std::shared_ptr<InLink>& link,
                              std::array<asio::mutable_buffer, 2> rest, std::function<void()> then) {
   // The inbox's bytes go first; what it lacks comes straight from the socket.
   for (auto& part : rest) {
     const std::size_t n = link->inbox.take({static_cast<std::byte*>(part.data()), part.size()});
     part += n;
   }
-  if (rest[0].size() + rest[1].size() == 0) return then();
+  if (rest[0].size() + rest[1].size() == 0) return true;
   asio::async_read(link->socket, rest, AllAtOnce(),
                    [this, link, then = std::move(then)](const error_code& ec, std::size_t) {
                      if (closed_ || link->closed) return;
                      if (ec) return in_link_closed(link, ec);
                      then();
                    });
+  return false;
 }
 
 void TcpTransport::read_notice(const std::shared_ptr<InLink>& link, const FrameHeader& h) {
@@ -990,7 +996,7 @@ void TcpTransport::read_notice(const std::shared_ptr<InLink>& link, const FrameH
   // (a bug to fix, not a failure to restart from). Any other failure of the peer is one here.
   const hm_status_t status = h.signature == HM_ERR_MISMATCH ? HM_ERR_MISMATCH : HM_ERR_PEER_FAILED;
   link->notice.assign(h.length, '\0');
-  read_rest(link, {asio::buffer(link->notice), asio::mutable_buffer()}, [this, link, status] {
+  auto report = [this, link, status] {
     // Text from the network: printable ASCII only in our messages and logs.
     for (char& c : link->notice) {
       if (c < 0x20 || c > 0x7e) c = '?';
@@ -998,7 +1004,8 @@ void TcpTransport::read_notice(const std::shared_ptr<InLink>& link, const FrameH
     fail_peer_now(link->peer, status,
                   fmt::format("{} failed and closed its connections: {}", peer_name(link->peer),
                               link->notice));
-  });
+  };
+  if (read_rest(link, {asio::buffer(link->notice), asio::mutable_buffer()}, report)) report();
 }
 
 bool TcpTransport::on_fragment(const std::shared_ptr<InLink>& link, const FrameHeader& h) {
@@ -1040,16 +1047,14 @@ bool TcpTransport::on_fragment(const std::shared_ptr<InLink>& link, const FrameH
     matcher_.landed(link->peer, header, landing);
     return true;
   };
-  const std::size_t in_box = link->inbox.size();
-  if (in_box >= h.length + trailer) {  // all here (small messages): land it and go on parsing
-    link->inbox.take({landing->target, h.length});
-    link->inbox.take({reinterpret_cast<std::byte*>(link->trailer.data()), trailer});
+  // All in the inbox (small messages): land it and go on parsing.
+  if (read_rest(link,
+                {asio::buffer(landing->target, h.length), asio::buffer(link->trailer, trailer)},
+                [this, link, verify_and_land] {
+                  if (verify_and_land()) read_frames(link);
+                })) {
     return verify_and_land();
   }
-  read_rest(link, {asio::buffer(landing->target, h.length), asio::buffer(link->trailer, trailer)},
-            [this, link, verify_and_land] {
-              if (verify_and_land()) read_frames(link);
-            });
   return false;
 }
 
