@@ -69,7 +69,12 @@ BoardEntry wait_for(CollectiveContext& ctx, SharedBoard& board, int peer, std::u
       sentinel = ctx.recv(peer, kSentinelStep, {});
       ctx.probe_position(peer);
     }
-    if (sentinel && sentinel->request->done()) ctx.wait(*sentinel);  // throws its failure
+    if (sentinel && sentinel->request->done()) {
+      // The peer may have published, finished and closed since the last read: its closing
+      // fails the sentinel, but what it published before is still there and comes first.
+      if (auto entry = board.read(peer, round)) return *entry;
+      ctx.wait(*sentinel);  // throws its failure
+    }
     if (waited < kYieldFor) {
       std::this_thread::yield();
     } else {

@@ -71,6 +71,27 @@ TEST(SplitTest, SplitOfASplit) {
   EXPECT_EQ(count, b.size());
 }
 
+// Rank 0 waits long enough to probe its peers (150 ms; on one host it waits on the shared
+// board), then the others publish, finish and destroy the communicator at once. Their closing
+// must not fail rank 0's call: what they published before closing still counts. (A clean-clone
+// run once failed here with "closed its shm endpoint while this rank waits for data".)
+TEST(SplitTest, LatePeersThatLeaveAtOnceStillCount) {
+  auto& comm = world();
+  const int n = comm.size();
+  const int r = comm.rank();
+  for (int round = 0; round < 4; ++round) {
+    Communicator late = comm.split(0, r);
+    ASSERT_TRUE(late.valid());
+    if (r != 0) std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    std::int64_t mine = r + round;
+    std::int64_t total = -1;
+    late.allreduce(&mine, &total, 1, HM_INT64, HM_SUM);
+    EXPECT_EQ(total, static_cast<std::int64_t>(n) * (n - 1) / 2 + std::int64_t{n} * round)
+        << "round " << round;
+  }  // each rank destroys `late` as soon as its own call returned
+  comm.barrier();
+}
+
 TEST(NonblockingTest, SeveralCollectivesInFlight) {
   auto& comm = world();
   const int n = comm.size();

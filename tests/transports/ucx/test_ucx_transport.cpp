@@ -24,6 +24,7 @@
 
 #include "core/clock.hpp"
 #include "core/status.hpp"
+#include "process_threads.hpp"
 #include "transports/ucx/ucx_transport.hpp"
 
 namespace holmes {
@@ -623,10 +624,11 @@ TEST(UcxTransport, FiftyLifetimesLeakNothing) {
   };
   cycle(-1);  // UCX opens some process-wide resources once
   const auto fds = entries("/proc/self/fd");
-  const auto threads = entries("/proc/self/task");
+  const auto threads = test::thread_ids();
   for (int round = 0; round < 25; ++round) cycle(round);  // 2 transports per round
   EXPECT_EQ(entries("/proc/self/fd"), fds);
-  EXPECT_EQ(entries("/proc/self/task"), threads);
+  const auto left = test::threads_started_since(threads);
+  EXPECT_TRUE(left.empty()) << "threads left behind: " << test::describe_threads(left);
 }
 
 }  // namespace
