@@ -142,6 +142,7 @@ std::shared_ptr<CommunicatorImpl> CommunicatorImpl::create_world(const ResolvedC
   options.connect_timeout = config.timeout;
   options.sockets_per_peer = config.sockets_per_peer;
   options.checksum = config.checksum;
+  options.tcp_fused_reduce = config.tcp_fused_reduce;
   options.tcp_congestion = config.tcp_congestion;
   // Exchanges go through the store: every rank sets its string, then reads everyone's. The
   // world size travels along, so ranks started with different sizes fail, naming each other.

@@ -26,8 +26,9 @@ struct ResolvedConfig {
   bool serve_store = false;
   std::chrono::milliseconds timeout{kDefaultTimeoutMs};
   int sockets_per_peer = kDefaultSocketsPerPeer;
-  bool checksum = false;       // HOLMES_CHECKSUM=1: CRC32C on every tcp fragment
-  std::string tcp_congestion;  // HOLMES_TCP_CONGESTION; checked by the tcp transport
+  bool checksum = false;         // HOLMES_CHECKSUM=1: CRC32C on every tcp fragment
+  bool tcp_fused_reduce = true;  // HOLMES_TCP_FUSED_REDUCE=0: tcp refuses combining receives
+  std::string tcp_congestion;    // HOLMES_TCP_CONGESTION; checked by the tcp transport
   std::optional<std::string> local_addr;
   std::size_t chunk_bytes = kDefaultChunkBytes;
 };

@@ -218,8 +218,10 @@ std::optional<Matcher::Landing> Matcher::land_fragment(int peer, const FragmentH
     }
     if (r.combine) {
       if (!stage) return Landing{nullptr, nullptr, r.request, nullptr};  // deliver() combines
-      if (!r.bounce) r.bounce = std::make_shared<ByteBuffer>(r.size);
-      return Landing{r.bounce->data() + h.offset, nullptr, r.request, r.bounce};
+      // The fragment alone, in a buffer of its size that is reused (and still in the cache)
+      // for the next one: reduced from there once it is in.
+      auto piece = take_piece(h.length);
+      return Landing{piece->data(), nullptr, r.request, std::move(piece)};
     }
     return Landing{r.data + h.offset, nullptr, r.request, nullptr};
   }
@@ -242,9 +244,11 @@ void Matcher::landed(int peer, const FragmentHeader& h, const Landing& landing) 
   const Key key{peer, h.tag};
   if (landing.request) {
     if (landing.staging) {
+      // The transport still holds the landing: the piece becomes a spare once it lets go.
+      retired_.push_back(landing.staging);
       const auto it = posted_.find(key);
       if (it == posted_.end() || it->second.request != landing.request) return;  // failed since
-      combine_in(it->second, h.offset, {landing.staging->data() + h.offset, h.length});
+      combine_in(it->second, h.offset, {landing.staging->data(), h.length});
     }
     account(key, landing.request, h.length);
     return;
@@ -332,6 +336,11 @@ bool Matcher::post(int peer, std::uint64_t tag, std::uint32_t signature,
 }
 
 std::shared_ptr<ByteBuffer> Matcher::take_piece(std::size_t length) {
+  std::erase_if(retired_, [this](std::shared_ptr<ByteBuffer>& piece) {
+    if (piece.use_count() > 1) return false;  // its transport still holds it
+    recycle(std::move(piece));
+    return true;
+  });
   // First fit among a handful of spares; a spare far larger than the piece stays for a larger one.
   for (auto it = spare_.begin(); it != spare_.end(); ++it) {
     const std::size_t capacity = (*it)->capacity();

@@ -220,6 +220,9 @@ class Matcher {
   // and, above malloc's mmap threshold, a page fault per 4 KiB.
   std::vector<std::shared_ptr<ByteBuffer>> spare_;
   std::size_t spare_bytes_ = 0;
+  // Staging pieces of combining receives that have landed, while their transport may still hold
+  // them: offered to recycle() at the next take_piece().
+  std::vector<std::shared_ptr<ByteBuffer>> retired_;
 
   // This rank's latest collective operation with a posted receive, and why it failed, if it did.
   struct Current {

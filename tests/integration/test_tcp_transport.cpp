@@ -9,15 +9,18 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdint>
 #include <cstring>
 #include <memory>
 #include <numeric>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include "core/clock.hpp"
 #include "core/env.hpp"
 #include "core/status.hpp"
+#include "transports/combine.hpp"
 #include "transports/tcp/tcp_transport.hpp"
 
 namespace holmes {
@@ -384,6 +387,138 @@ TEST(TcpTransportTest, BadArgumentsAreRefused) {
   options.listen_host = "127.0.0.1";
   options.sockets_per_peer = 0;
   EXPECT_THROW(tcp::make_tcp_transport(options), Error);
+}
+
+// Combining receives (Transport::irecv_reduce): each fragment is reduced into the buffer as it
+// lands, from a fragment-sized staging buffer, so the buffer ends as in + message.
+
+// in + message as uint32 (wrapping), element by element.
+std::vector<std::byte> uint32_sum(const std::vector<std::byte>& a,
+                                  const std::vector<std::byte>& b) {
+  std::vector<std::byte> sum(a.size());
+  for (std::size_t i = 0; i + 4 <= a.size(); i += 4) {
+    std::uint32_t x = 0;
+    std::uint32_t y = 0;
+    std::memcpy(&x, a.data() + i, 4);
+    std::memcpy(&y, b.data() + i, 4);
+    const std::uint32_t z = x + y;
+    std::memcpy(sum.data() + i, &z, 4);
+  }
+  return sum;
+}
+
+tcp::TcpOptions combine_options(int sockets, bool checksum, bool fused) {
+  tcp::TcpOptions options;
+  options.listen_host = "127.0.0.1";
+  options.sockets_per_peer = sockets;
+  options.token = "combine";
+  options.context = "combine";
+  options.connect_timeout = 5s;
+  options.checksum = checksum;
+  options.tcp_fused_reduce = fused;
+  return options;
+}
+
+std::vector<std::unique_ptr<Transport>> pair(const tcp::TcpOptions& options) {
+  std::vector<std::unique_ptr<Transport>> both;
+  both.push_back(tcp::make_tcp_transport(options));
+  both.push_back(tcp::make_tcp_transport(options));
+  const std::vector<std::string> addresses{both[0]->listen_address(), both[1]->listen_address()};
+  for (int i = 0; i < 2; ++i) both[static_cast<std::size_t>(i)]->set_peers(i, addresses);
+  return both;
+}
+
+class TcpCombineTest
+    : public ::testing::TestWithParam<std::tuple<std::size_t, int, bool, bool, bool>> {};
+
+// Sizes of one element, of a fragment and a bit, and of several fragments (spread over the
+// sockets); the receive posted first (fragments reduced as they land) or last (kept as
+// unexpected pieces, reduced when it is posted); a separate input or the buffer itself; with and
+// without a checksum after every fragment.
+TEST_P(TcpCombineTest, EndsAsInputPlusMessage) {
+  const auto [bytes, sockets, receive_first, in_place, checksum] = GetParam();
+  auto endpoints = pair(combine_options(sockets, checksum, true));
+  const auto sent = pattern(bytes, 3);
+  const auto own = pattern(bytes, 4);
+  std::vector<std::byte> buffer = in_place ? own : std::vector<std::byte>(bytes, std::byte{0xEE});
+  const ReceiveCombine how{in_place ? buffer.data() : own.data(), HM_UINT32, HM_SUM};
+  CompletionPtr recv;
+  if (receive_first) {
+    recv = endpoints[1]->irecv_reduce(0, 42, 7, buffer, how);
+    ASSERT_NE(recv, nullptr);
+  }
+  auto send = endpoints[0]->isend(1, 42, 7, sent);
+  ASSERT_TRUE(finishes(send));
+  EXPECT_EQ(send->status(), HM_SUCCESS) << send->message();
+  if (!receive_first) {
+    std::this_thread::sleep_for(20ms);  // let it arrive unexpected
+    recv = endpoints[1]->irecv_reduce(0, 42, 7, buffer, how);
+    ASSERT_NE(recv, nullptr);
+  }
+  ASSERT_TRUE(finishes(recv));
+  EXPECT_EQ(recv->status(), HM_SUCCESS) << recv->message();
+  EXPECT_TRUE(buffer == uint32_sum(own, sent)) << bytes << " bytes";
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, TcpCombineTest,
+                         ::testing::Combine(::testing::Values(4, 262148, (3 << 20) + 12),
+                                            ::testing::Values(1, 2), ::testing::Bool(),
+                                            ::testing::Bool(), ::testing::Bool()));
+
+// Many combining receives in a row reuse their staging buffers; every result stays exact.
+TEST(TcpCombine, ManyReceivesInARow) {
+  auto endpoints = pair(combine_options(2, false, true));
+  for (int round = 0; round < 40; ++round) {
+    const std::size_t bytes = (std::size_t{1} << 18) * static_cast<std::size_t>(1 + round % 3);
+    const auto sent = pattern(bytes, round);
+    const auto own = pattern(bytes, round + 1);
+    std::vector<std::byte> buffer(bytes);
+    auto recv = endpoints[1]->irecv_reduce(0, 100 + static_cast<std::uint64_t>(round), 7, buffer,
+                                           {own.data(), HM_UINT32, HM_SUM});
+    ASSERT_NE(recv, nullptr);
+    auto send = endpoints[0]->isend(1, 100 + static_cast<std::uint64_t>(round), 7, sent);
+    ASSERT_TRUE(finishes(send));
+    ASSERT_TRUE(finishes(recv));
+    ASSERT_EQ(recv->status(), HM_SUCCESS) << recv->message();
+    ASSERT_TRUE(buffer == uint32_sum(own, sent)) << "round " << round;
+  }
+}
+
+// HOLMES_TCP_FUSED_REDUCE=0: the transport refuses, and the collective reduces by itself.
+TEST(TcpCombine, TheSwitchTurnsItOff) {
+  auto endpoints = pair(combine_options(1, false, false));
+  std::vector<std::byte> buffer(64);
+  const auto own = pattern(64, 1);
+  EXPECT_EQ(endpoints[1]->irecv_reduce(0, 1, 1, buffer, {own.data(), HM_UINT32, HM_SUM}), nullptr);
+}
+
+// A corrupted fragment fails the combining receive (checksum on) and is never reduced into it.
+TEST(TcpCombine, CorruptedChunkIsNeverReduced) {
+  const auto options = combine_options(1, true, true);
+  auto sender = tcp::make_tcp_transport(options);
+  auto receiver = tcp::make_tcp_transport(options);
+  TamperingProxy proxy(receiver->listen_address(), 300000);  // inside the payload
+  sender->set_peers(0, {sender->listen_address(), proxy.address()});
+  receiver->set_peers(1, {sender->listen_address(), receiver->listen_address()});
+  const auto sent = pattern(1 << 20, 9);
+  const auto own = pattern(1 << 20, 10);
+  std::vector<std::byte> buffer(sent.size(), std::byte{0});
+  auto recv = receiver->irecv_reduce(0, 5, 1, buffer, {own.data(), HM_UINT32, HM_SUM});
+  ASSERT_NE(recv, nullptr);
+  auto send = sender->isend(1, 5, 1, sent);
+  ASSERT_TRUE(finishes(recv));
+  EXPECT_EQ(recv->status(), HM_ERR_TRANSPORT) << recv->message();
+  EXPECT_NE(recv->message().find("corrupted chunk"), std::string::npos) << recv->message();
+  // Whatever was reduced is exact: no element holds anything but 0 or in + message.
+  const auto expected = uint32_sum(own, sent);
+  std::size_t wrong = 0;
+  for (std::size_t i = 0; i < buffer.size(); i += 4) {
+    const bool untouched = std::memcmp(buffer.data() + i, "\0\0\0\0", 4) == 0;
+    if (!untouched && std::memcmp(buffer.data() + i, expected.data() + i, 4) != 0) ++wrong;
+  }
+  EXPECT_EQ(wrong, 0u);
+  sender->shutdown(HM_ERR_ABORTED, "test over", true);
+  receiver->shutdown(HM_ERR_ABORTED, "test over", true);
 }
 
 }  // namespace

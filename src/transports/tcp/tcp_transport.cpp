@@ -169,6 +169,11 @@ class TcpTransport final : public Transport {
                       std::span<const std::byte> data) override;
   CompletionPtr irecv(int peer, std::uint64_t tag, std::uint32_t signature,
                       std::span<std::byte> data) override;
+  // Each fragment is reduced as it lands (Matcher, combining receives), on the thread that read
+  // it: the collective's thread neither wakes for a chunk's data nor reads it back from memory.
+  // nullptr when options.tcp_fused_reduce is off.
+  CompletionPtr irecv_reduce(int peer, std::uint64_t tag, std::uint32_t signature,
+                             std::span<std::byte> data, const ReceiveCombine& combine) override;
   void shutdown(hm_status_t status, const std::string& why, bool wait) override;
   LinkProperties link(int peer) const override;
   // A caller that drives a small collective (begin_caller_drive) polls the sockets itself and
@@ -195,6 +200,10 @@ class TcpTransport final : public Transport {
   // thread.
   template <typename Work>
   void hand_to_io(Work&& work);
+  // irecv and irecv_reduce (with `combine`).
+  CompletionPtr post_receive(int peer, std::uint64_t tag, std::uint32_t signature,
+                             std::span<std::byte> data,
+                             const std::optional<ReceiveCombine>& combine);
   // Runs `work` here when this thread drives and may run handlers now (the io thread is parked
   // and no other caller runs them); else hand_to_io. Sends and receives are independent
   // messages (matched by tag), so running one before work posted earlier reorders nothing that
@@ -214,7 +223,8 @@ class TcpTransport final : public Transport {
   void start_send(int peer, std::uint64_t tag, std::uint32_t signature,
                   std::span<const std::byte> data, const CompletionPtr& request);
   void start_recv(int peer, std::uint64_t tag, std::uint32_t signature, std::span<std::byte> data,
-                  const CompletionPtr& request);
+                  const CompletionPtr& request,
+                  const std::optional<ReceiveCombine>& combine = std::nullopt);
   void enqueue(int peer, Fragment fragment);
   void write_next(int peer, const std::shared_ptr<OutLink>& link);
   void connect_peer(int peer);
@@ -461,12 +471,24 @@ CompletionPtr TcpTransport::isend(int peer, std::uint64_t tag, std::uint32_t sig
 
 CompletionPtr TcpTransport::irecv(int peer, std::uint64_t tag, std::uint32_t signature,
                                   std::span<std::byte> data) {
+  return post_receive(peer, tag, signature, data, std::nullopt);
+}
+
+CompletionPtr TcpTransport::irecv_reduce(int peer, std::uint64_t tag, std::uint32_t signature,
+                                         std::span<std::byte> data, const ReceiveCombine& combine) {
+  if (!options_.tcp_fused_reduce) return nullptr;
+  return post_receive(peer, tag, signature, data, combine);
+}
+
+CompletionPtr TcpTransport::post_receive(int peer, std::uint64_t tag, std::uint32_t signature,
+                                         std::span<std::byte> data,
+                                         const std::optional<ReceiveCombine>& combine) {
   require(peer >= 0 && peer < size_.load() && peer != rank_.load(),
           "tcp: cannot receive from rank {}", peer);
   auto request = std::make_shared<Completion>();
   request->set_progress(caller_io_);
-  run_or_hand([this, peer, tag, signature, data, request] {
-    start_recv(peer, tag, signature, data, request);
+  run_or_hand([this, peer, tag, signature, data, request, combine] {
+    start_recv(peer, tag, signature, data, request, combine);
   });
   return request;
 }
@@ -1072,12 +1094,13 @@ bool TcpTransport::discard_payload(const std::shared_ptr<InLink>& link, std::siz
 }
 
 void TcpTransport::start_recv(int peer, std::uint64_t tag, std::uint32_t signature,
-                              std::span<std::byte> data, const CompletionPtr& request) {
+                              std::span<std::byte> data, const CompletionPtr& request,
+                              const std::optional<ReceiveCombine>& combine) {
   if (closed_) {
     request->complete(closed_status_, closed_why_);
     return;
   }
-  if (matcher_.post(peer, tag, signature, data, request)) return;  // it was already here
+  if (matcher_.post(peer, tag, signature, data, request, combine)) return;  // it was already here
   const auto& p = peers_[peer];
   if (p.failure != HM_SUCCESS) {
     matcher_.fail_posted(peer, tag, p.failure, p.failure_message);

@@ -30,8 +30,8 @@
 
 namespace holmes::tcp {
 
-// The tcp transport reads listen_host, sockets_per_peer, socket_buffer_bytes, token, context and
-// connect_timeout.
+// The tcp transport reads listen_host, sockets_per_peer, socket_buffer_bytes, token, context,
+// connect_timeout, checksum, tcp_congestion and tcp_fused_reduce.
 using TcpOptions = TransportOptions;
 
 // Listens at once (peers are set later, Transport::set_peers); throws HM_ERR_TRANSPORT when it
