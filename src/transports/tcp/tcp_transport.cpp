@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "bootstrap/auth.hpp"
+#include "core/byte_buffer.hpp"
 #include "core/bytes.hpp"
 #include "core/crc32c.hpp"
 #include "core/env.hpp"
@@ -1081,16 +1082,11 @@ bool TcpTransport::on_fragment(const std::shared_ptr<InLink>& link, const FrameH
 }
 
 bool TcpTransport::discard_payload(const std::shared_ptr<InLink>& link, std::size_t length) {
-  length -= link->inbox.skip(length);
-  if (length == 0) return true;
-  auto sink = std::make_shared<std::vector<std::byte>>(length);
-  asio::async_read(link->socket, asio::buffer(*sink), AllAtOnce(),
-                   [this, link, sink](const error_code& ec, std::size_t) {
-                     if (closed_ || link->closed) return;
-                     if (ec) return in_link_closed(link, ec);
-                     read_frames(link);
-                   });
-  return false;
+  // Read like any payload (the inbox's share first), into a sink that lives until the read ends
+  // (at most a fragment: FrameHeader::decode bounds it).
+  auto sink = std::make_shared<ByteBuffer>(length);
+  return read_rest(link, {asio::buffer(sink->data(), length), asio::mutable_buffer()},
+                   [this, link, sink] { read_frames(link); });
 }
 
 void TcpTransport::start_recv(int peer, std::uint64_t tag, std::uint32_t signature,
