@@ -22,6 +22,7 @@
 #include "core/status.hpp"
 #include "transports/combine.hpp"
 #include "transports/tcp/tcp_transport.hpp"
+#include "uint32_sum.hpp"
 
 namespace holmes {
 namespace {
@@ -392,20 +393,8 @@ TEST(TcpTransportTest, BadArgumentsAreRefused) {
 // Combining receives (Transport::irecv_reduce): each fragment is reduced into the buffer as it
 // lands, from a fragment-sized staging buffer, so the buffer ends as in + message.
 
-// in + message as uint32 (wrapping), element by element.
-std::vector<std::byte> uint32_sum(const std::vector<std::byte>& a,
-                                  const std::vector<std::byte>& b) {
-  std::vector<std::byte> sum(a.size());
-  for (std::size_t i = 0; i + 4 <= a.size(); i += 4) {
-    std::uint32_t x = 0;
-    std::uint32_t y = 0;
-    std::memcpy(&x, a.data() + i, 4);
-    std::memcpy(&y, b.data() + i, 4);
-    const std::uint32_t z = x + y;
-    std::memcpy(sum.data() + i, &z, 4);
-  }
-  return sum;
-}
+// in + message as uint32, element by element (tests/support/uint32_sum.hpp).
+using test::uint32_sum;
 
 tcp::TcpOptions combine_options(int sockets, bool checksum, bool fused) {
   tcp::TcpOptions options;

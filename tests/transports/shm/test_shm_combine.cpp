@@ -13,6 +13,7 @@
 
 #include "core/status.hpp"
 #include "shm_test_util.hpp"
+#include "uint32_sum.hpp"
 
 namespace holmes::shm {
 namespace {
@@ -26,20 +27,8 @@ class ShmCombineTest : public ::testing::Test {
   }
 };
 
-// in + message as uint32 (wrapping), computed here element by element.
-std::vector<std::byte> uint32_sum(const std::vector<std::byte>& a,
-                                  const std::vector<std::byte>& b) {
-  std::vector<std::byte> sum(a.size());
-  for (std::size_t i = 0; i + 4 <= a.size(); i += 4) {
-    std::uint32_t x = 0;
-    std::uint32_t y = 0;
-    std::memcpy(&x, a.data() + i, 4);
-    std::memcpy(&y, b.data() + i, 4);
-    const std::uint32_t z = x + y;
-    std::memcpy(sum.data() + i, &z, 4);
-  }
-  return sum;
-}
+// in + message as uint32, element by element (tests/support/uint32_sum.hpp).
+using test::uint32_sum;
 
 // Endpoint 0 sends `bytes` to endpoint 1, which combines them with its own input.
 void combine(std::size_t bytes, bool receive_first, const ShmTuning& t, bool in_place) {
