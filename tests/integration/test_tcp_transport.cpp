@@ -17,12 +17,12 @@
 #include <tuple>
 #include <vector>
 
+#include "combining_receive.hpp"
 #include "core/clock.hpp"
 #include "core/env.hpp"
 #include "core/status.hpp"
 #include "transports/combine.hpp"
 #include "transports/tcp/tcp_transport.hpp"
-#include "uint32_sum.hpp"
 
 namespace holmes {
 namespace {
@@ -427,26 +427,8 @@ class TcpCombineTest
 TEST_P(TcpCombineTest, EndsAsInputPlusMessage) {
   const auto [bytes, sockets, receive_first, in_place, checksum] = GetParam();
   auto endpoints = pair(combine_options(sockets, checksum, true));
-  const auto sent = pattern(bytes, 3);
-  const auto own = pattern(bytes, 4);
-  std::vector<std::byte> buffer = in_place ? own : std::vector<std::byte>(bytes, std::byte{0xEE});
-  const ReceiveCombine how{in_place ? buffer.data() : own.data(), HM_UINT32, HM_SUM};
-  CompletionPtr recv;
-  if (receive_first) {
-    recv = endpoints[1]->irecv_reduce(0, 42, 7, buffer, how);
-    ASSERT_NE(recv, nullptr);
-  }
-  auto send = endpoints[0]->isend(1, 42, 7, sent);
-  ASSERT_TRUE(finishes(send));
-  EXPECT_EQ(send->status(), HM_SUCCESS) << send->message();
-  if (!receive_first) {
-    std::this_thread::sleep_for(20ms);  // let it arrive unexpected
-    recv = endpoints[1]->irecv_reduce(0, 42, 7, buffer, how);
-    ASSERT_NE(recv, nullptr);
-  }
-  ASSERT_TRUE(finishes(recv));
-  EXPECT_EQ(recv->status(), HM_SUCCESS) << recv->message();
-  EXPECT_TRUE(buffer == uint32_sum(own, sent)) << bytes << " bytes";
+  test::expect_combining_receive(*endpoints[0], *endpoints[1], pattern(bytes, 3), pattern(bytes, 4),
+                                 receive_first, in_place);
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, TcpCombineTest,

@@ -11,9 +11,9 @@
 #include <thread>
 #include <tuple>
 
+#include "combining_receive.hpp"
 #include "core/status.hpp"
 #include "shm_test_util.hpp"
-#include "uint32_sum.hpp"
 
 namespace holmes::shm {
 namespace {
@@ -27,35 +27,11 @@ class ShmCombineTest : public ::testing::Test {
   }
 };
 
-// in + message as uint32, element by element (tests/support/uint32_sum.hpp).
-using test::uint32_sum;
-
 // Endpoint 0 sends `bytes` to endpoint 1, which combines them with its own input.
 void combine(std::size_t bytes, bool receive_first, const ShmTuning& t, bool in_place) {
   auto endpoints = job(2, t);
-  const auto sent = pattern(bytes, 3);
-  const auto own = pattern(bytes, 4);
-  const auto expected = uint32_sum(own, sent);
-  std::vector<std::byte> buffer = in_place ? own : std::vector<std::byte>(bytes, std::byte{0xEE});
-  const ReceiveCombine how{in_place ? buffer.data() : own.data(), HM_UINT32, HM_SUM};
-  CompletionPtr recv;
-  if (receive_first) {
-    recv = endpoints[1]->irecv_reduce(0, 42, 7, buffer, how);
-    ASSERT_NE(recv, nullptr);
-  }
-  auto send = endpoints[0]->isend(1, 42, 7, sent);
-  if (!receive_first) {
-    // Let it arrive first: ring fragments wait in the ring (or are moved out of a small one),
-    // a cross-memory message is parked and then read into a temporary.
-    std::this_thread::sleep_for(20ms);
-    recv = endpoints[1]->irecv_reduce(0, 42, 7, buffer, how);
-    ASSERT_NE(recv, nullptr);
-  }
-  ASSERT_TRUE(finishes(recv));
-  ASSERT_EQ(recv->status(), HM_SUCCESS) << recv->message();
-  ASSERT_TRUE(finishes(send));
-  EXPECT_EQ(send->status(), HM_SUCCESS) << send->message();
-  EXPECT_TRUE(buffer == expected) << bytes << " bytes combined wrongly";
+  test::expect_combining_receive(*endpoints[0], *endpoints[1], pattern(bytes, 3), pattern(bytes, 4),
+                                 receive_first, in_place);
 }
 
 class ShmCombineShapes
