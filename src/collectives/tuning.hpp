@@ -33,8 +33,10 @@ struct LinkCost {
 // can be set with HOLMES_COST_<TIER>="latency_us,GB/s" (e.g. HOLMES_COST_INTER_ISLAND=100,0.125)
 // and HOLMES_COST_REDUCE_GBPS. The topology file and init probes of later issues fill these.
 struct CostModel {
-  LinkCost shm{10, 4.0};             // same host, shared memory
-  LinkCost host_tcp{40, 1.0};        // same host over loopback tcp (forced)
+  LinkCost shm{10, 4.0};  // same host, shared memory
+  // Same host over loopback tcp (forced). Measured here: an 8-byte rd allreduce on 4 ranks (two
+  // rounds) takes 58-75 us (BENCHMARKS.md, 2026-12-02), about 25 us per message plus the chunk.
+  LinkCost host_tcp{25, 1.0};
   LinkCost island_rdma{5, 12.0};     // hosts of one RDMA island (ucx, verbs): ~100 Gbit/s
   LinkCost island_tcp{50, 1.25};     // hosts of one island over tcp: ~10 Gbit/s
   LinkCost inter_island{100, 1.25};  // between islands: ~10 Gbit/s Ethernet
