@@ -9,11 +9,13 @@
 // A receive posted with a combine (transports/combine.hpp) does not take the bytes as they are:
 // its buffer ends as reduce(in, message). A fragment handed over in memory (deliver(): the shm
 // ring) is reduced from there straight into the buffer when it holds whole elements at a whole
-// element's offset. Anything else (a fragment that splits an element, one a transport writes
-// itself through land(), a piece kept as unexpected data) goes through a bounce buffer of the
-// receive's own, and is reduced from there: at once when it holds whole elements, else when the
-// message is complete (the elements a fragment splits are then all in the bounce buffer). The
-// buffer itself only ever receives reduced values, so `in` may be the buffer.
+// element's offset. A fragment a transport writes itself through land() goes to a staging piece
+// of the fragment's size (a reused spare, still in the cache for the next one) and is reduced
+// from there once landed() says it is in; a piece kept as unexpected data is reduced from that
+// piece when its receive is posted. A fragment that splits an element is copied into a bounce
+// buffer of the receive's own and reduced when the message is complete (the elements it splits
+// are then all there). The buffer itself only ever receives reduced values, so `in` may be the
+// buffer.
 //
 // Collective tags (kind bits 10) carry their operation's slot in their top bits (kind | sequence
 // | step, see collectives/context.hpp), and every message of one operation carries the same
@@ -100,8 +102,8 @@ class Matcher {
     std::byte* target = nullptr;        // nullptr with no piece: read and discard the payload
     std::shared_ptr<ByteBuffer> piece;  // set when kept as unexpected data
     CompletionPtr request;              // the posted receive it fills, if any
-    // For a receive that combines: the bounce buffer `target` points into, kept alive while the
-    // transport writes there; landed() reduces from it.
+    // For a receive that combines: the staging piece `target` points to (the fragment alone),
+    // kept alive while the transport writes there; landed() reduces from it.
     std::shared_ptr<ByteBuffer> staging;
   };
 
