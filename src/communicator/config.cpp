@@ -73,12 +73,8 @@ ResolvedConfig resolve_config(const Config& config) {
             "HOLMES_CHECKSUM is '{}': expected 1 (CRC32C on every tcp fragment) or 0", *checksum);
     out.checksum = *checksum == "1";
   }
-  if (const auto fused = env_string("HOLMES_TCP_FUSED_REDUCE")) {
-    require(*fused == "0" || *fused == "1",
-            "HOLMES_TCP_FUSED_REDUCE is '{}': expected 1 (tcp reduces chunks as they land) or 0",
-            *fused);
-    out.tcp_fused_reduce = *fused == "1";
-  }
+  if (const auto fused = env_int("HOLMES_TCP_FUSED_REDUCE", 0, 1))
+    out.tcp_fused_reduce = *fused == 1;
   if (const auto congestion = env_string("HOLMES_TCP_CONGESTION")) out.tcp_congestion = *congestion;
   if (env.chunk_bytes) out.chunk_bytes = static_cast<std::size_t>(*env.chunk_bytes);
   return out;
