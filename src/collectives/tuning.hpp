@@ -35,7 +35,8 @@ struct LinkCost {
 struct CostModel {
   LinkCost shm{10, 4.0};  // same host, shared memory
   // Same host over loopback tcp (forced). Measured here: an 8-byte rd allreduce on 4 ranks (two
-  // rounds) takes 58-75 us (BENCHMARKS.md, 2026-12-02), about 25 us per message plus the chunk.
+  // rounds) took 59-93 us, median 63, in five compare-local runs (BENCHMARKS.md, 2026-12-02):
+  // about 25 us per message plus the chunk.
   LinkCost host_tcp{25, 1.0};
   LinkCost island_rdma{5, 12.0};     // hosts of one RDMA island (ucx, verbs): ~100 Gbit/s
   LinkCost island_tcp{50, 1.25};     // hosts of one island over tcp: ~10 Gbit/s
