@@ -22,7 +22,8 @@
 # Output: one row per run (out-of-place and in-place busbw), the ratios, the bound for the
 # nominal rate and for the rate iperf3 measured, and per run the MB each uplink sent, which
 # shows how the run spread its inter-island traffic. TWO_ISLANDS_KEEP_TMP=1 keeps every rank's
-# log and CSV.
+# log and CSV; with HOLMES_LOG_LEVEL=debug (or trace) as well, each Holmes rank's log has every
+# hierarchical allreduce's timeline (README, HOLMES_LOG_LEVEL).
 #
 # Usage: bench/emulate/two-islands.sh [-B BUILD] [-p RANKS_PER_HOST] [-s SIZE] [-n ITERS]
 #                                     [-w WARMUP] [-R RATE] [-t SECONDS]
@@ -268,7 +269,7 @@ holmes_rank_cmd() {
     "HOLMES_HOST=${hosts[k]}" "HOLMES_ISLAND=${island_of[k]}" HOLMES_FABRIC=roce \
     "HOLMES_LOCAL_RANK=$((r % per_host))" "HOLMES_ADDR=${addr_of[k]}" \
     "HOLMES_COST_INTER_ISLAND=100,$(awk -v m="$rate_mbit" 'BEGIN {print m / 8000}')" \
-    HOLMES_LOG_LEVEL=info HOLMES_TIMEOUT_MS=$((run_timeout * 1000)) \
+    "HOLMES_LOG_LEVEL=${HOLMES_LOG_LEVEL:-info}" HOLMES_TIMEOUT_MS=$((run_timeout * 1000)) \
     "$bin/holmes-bench" allreduce -b "$size" -e "$size" -n "$iters" -w "$warmup" --check \
     --algo "$holmes_algo"
   ((r == 0)) && printf '%s\n' --csv "$tmp/$name.csv"

@@ -16,15 +16,18 @@
 // results are copied out from the one rank that reduced them: identical bits on every rank.
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <exception>
 #include <mutex>
+#include <optional>
 #include <thread>
 #include <vector>
 
 #include "collectives/algorithms.hpp"
 #include "collectives/pipeline.hpp"
 #include "core/dtype.hpp"
+#include "core/log.hpp"
 #include "core/status.hpp"
 
 namespace holmes {
@@ -146,15 +149,104 @@ class PhaseTurns {
   bool aborted_ = false;
 };
 
-// One segment's place in the turns (none: the allreduce runs as one segment).
+// When each phase of each segment waited for its turn, started and ended, kept while the log
+// takes debug lines (HOLMES_LOG_LEVEL=debug): how long the slow tier waited for the islands at
+// the start of the call, how long it carried data, and how long the islands worked after it,
+// seen from this rank: where a hierarchical allreduce that misses the slow tier's bound lost
+// its time.
+class PhaseTimeline {
+ public:
+  using Clock = std::chrono::steady_clock;
+
+  void record(int segment, std::uint64_t phase, Clock::time_point asked, Clock::time_point started,
+              Clock::time_point ended) {
+    std::lock_guard lock(mutex_);
+    entries_.push_back({segment, phase, ms(asked), ms(started), ms(ended)});
+  }
+
+  // One debug line for the call, then one trace line per phase in the order they started.
+  void log(std::size_t bytes, int segments) {
+    const double total = ms(Clock::now());
+    std::lock_guard lock(mutex_);
+    std::sort(entries_.begin(), entries_.end(),
+              [](const Entry& a, const Entry& b) { return a.started < b.started; });
+    double first = -1;
+    double last = 0;
+    double busy = 0;
+    for (const auto& e : entries_) {
+      if (e.phase != kLanesPhase) continue;
+      if (first < 0) first = e.started;
+      last = std::max(last, e.ended);
+      busy += e.ended - e.started;  // the turns keep one segment at a time on the lanes
+    }
+    if (first < 0) {
+      HM_LOG_DEBUG(
+          "hierarchical allreduce of {} B in {} segments: {:.1f} ms; this rank has no "
+          "lane across islands",
+          bytes, segments, total);
+    } else {
+      HM_LOG_DEBUG(
+          "hierarchical allreduce of {} B in {} segments: {:.1f} ms; this rank's lane "
+          "across islands ran {:.1f} ms of phases from {:.1f} to {:.1f} ms: {:.1f} ms "
+          "of island work before it, {:.1f} ms after",
+          bytes, segments, total, busy, first, last, first, total - last);
+    }
+    for (const auto& e : entries_) {
+      HM_LOG_TRACE("hierarchical allreduce segment {} {}: asked at {:.2f} ms, ran {:.2f}..{:.2f}",
+                   e.segment, phase_name(e.phase), e.asked, e.started, e.ended);
+    }
+  }
+
+ private:
+  // The phase numbers descend() gives: 2 per level (scatter, gather), then the lanes.
+  static constexpr std::uint64_t kLanesPhase = 2 * kLevels;
+  static const char* phase_name(std::uint64_t phase) {
+    switch (phase) {
+      case 0:
+        return "host reduce-scatter";
+      case 1:
+        return "host allgather";
+      case 2:
+        return "island reduce-scatter";
+      case 3:
+        return "island allgather";
+      default:
+        return "lanes' allreduce across islands";
+    }
+  }
+  double ms(Clock::time_point t) const {
+    return std::chrono::duration<double, std::milli>(t - origin_).count();
+  }
+
+  struct Entry {
+    int segment;
+    std::uint64_t phase;
+    double asked, started, ended;  // ms since the call began
+  };
+  const Clock::time_point origin_ = Clock::now();
+  std::mutex mutex_;
+  std::vector<Entry> entries_;
+};
+static_assert(kLevels == 2, "PhaseTimeline::phase_name names two levels");
+
+// One segment's place in the turns (none: the allreduce runs as one segment), and the timeline
+// its phases go into (none: not logged).
 struct SegmentTurn {
   PhaseTurns* turns = nullptr;
   int segment = 0;
+  PhaseTimeline* timeline = nullptr;
   // Runs `phase` of this segment in its turn.
   template <typename Work>
   void run(std::uint64_t phase, Work&& work) const {
+    const auto asked =
+        timeline != nullptr ? PhaseTimeline::Clock::now() : PhaseTimeline::Clock::time_point{};
     if (turns != nullptr) turns->enter(phase, segment);
+    const auto started = timeline != nullptr ? PhaseTimeline::Clock::now() : asked;
     work();
+    // Timed before the next segment may start the phase.
+    if (timeline != nullptr) {
+      timeline->record(segment, phase, asked, started, PhaseTimeline::Clock::now());
+    }
     if (turns != nullptr) turns->leave(phase);
   }
 };
@@ -272,6 +364,9 @@ void hierarchical_allreduce(CollectiveContext& ctx, const Hierarchy& h, const Co
   std::vector<ScratchSpace> scratch(static_cast<std::size_t>(segments));
   std::vector<std::exception_ptr> errors(static_cast<std::size_t>(segments));
   PhaseTurns turns(ctx.timeout(), ctx.progress());
+  std::optional<PhaseTimeline> timeline;
+  if (logger().should_log(spdlog::level::debug)) timeline.emplace();
+  PhaseTimeline* const timing = timeline ? &*timeline : nullptr;
   std::vector<std::thread> threads;
   for (int s = 0; s < segments; ++s) {
     threads.emplace_back([&, s] {
@@ -279,7 +374,7 @@ void hierarchical_allreduce(CollectiveContext& ctx, const Hierarchy& h, const Co
         const std::size_t at = parts.block_start(s);
         descend(ctx, h, model, everyone, 0, in + at * es, out + at * es, parts.block_size(s), dtype,
                 op, kFirst + kPhasesPerDescent * static_cast<std::uint64_t>(s),
-                &scratch[static_cast<std::size_t>(s)], SegmentTurn{&turns, s});
+                &scratch[static_cast<std::size_t>(s)], SegmentTurn{&turns, s, timing});
       } catch (const TurnAborted&) {
         // Another segment failed first; its error is the one reported.
       } catch (...) {
@@ -292,6 +387,7 @@ void hierarchical_allreduce(CollectiveContext& ctx, const Hierarchy& h, const Co
   for (const auto& e : errors) {
     if (e) std::rethrow_exception(e);
   }
+  if (timing != nullptr) timing->log(count * es, segments);
 }
 
 void hierarchical_broadcast(CollectiveContext& ctx, const Hierarchy& h, const CostModel& model,

@@ -5,13 +5,20 @@
 #include <holmes/holmes.h>
 
 #include <gtest/gtest.h>
+#include <spdlog/sinks/base_sink.h>
 
 #include <algorithm>
 #include <cstdlib>
+#include <memory>
+#include <mutex>
+#include <regex>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "check_data.hpp"
 #include "core/dtype.hpp"
+#include "core/log.hpp"
 #include "transports/kinds.hpp"
 #include "world.hpp"
 
@@ -219,6 +226,118 @@ TEST(RoutingTest, SegmentedHierarchicalAllreduceIsExact) {
     }
   }
   comm.set_algorithm(HM_COLL_ALLREDUCE, HM_ALGO_AUTO);
+}
+
+// Every line the library logs, kept. Added to the library's logger once and never removed, so
+// that no logging thread meets a change of the logger's sinks.
+class KeptLines final : public spdlog::sinks::base_sink<std::mutex> {
+ public:
+  std::vector<std::string> take() {
+    std::lock_guard lock(mutex_);
+    return std::exchange(lines_, {});
+  }
+
+ private:
+  void sink_it_(const spdlog::details::log_msg& msg) override {
+    lines_.emplace_back(msg.payload.data(), msg.payload.size());
+  }
+  void flush_() override {}
+  std::vector<std::string> lines_;
+};
+
+KeptLines& kept_lines() {
+  static const auto sink = [] {
+    auto made = std::make_shared<KeptLines>();
+    logger().sinks().push_back(made);
+    return made;
+  }();
+  return *sink;
+}
+
+// With debug lines on, a segmented hierarchical allreduce says when this rank's lane across
+// islands carried data and how long the islands worked before and after it, and at trace level
+// when each phase of each segment ran: lane phases one segment at a time (the turns), every time
+// inside the call.
+TEST(RoutingTest, SegmentedHierarchicalAllreduceLogsItsTimeline) {
+  auto& comm = world();
+  auto& kept = kept_lines();
+  kept.take();
+  const auto level = logger().level();
+  logger().set_level(spdlog::level::trace);
+  comm.set_algorithm(HM_COLL_ALLREDUCE, HM_ALGO_HIERARCHICAL);
+  const std::size_t count = std::size_t{10} << 20;  // 40 MiB of float32, as above
+  EXPECT_EQ(allreduce_wrong(comm, count, HM_SUM, 17, false), 0u);
+  comm.set_algorithm(HM_COLL_ALLREDUCE, HM_ALGO_AUTO);
+  logger().set_level(level);
+
+  const std::regex summary(
+      R"(hierarchical allreduce of (\d+) B in (\d+) segments: ([\d.]+) ms; (.*))");
+  const std::regex lane(
+      R"(this rank's lane across islands ran ([\d.]+) ms of phases from ([\d.]+) to ([\d.]+) ms: )"
+      R"(([\d.]+) ms of island work before it, ([\d.]+) ms after)");
+  const std::regex phase(
+      R"(hierarchical allreduce segment (\d+) (.+): asked at ([\d.]+) ms, ran ([\d.]+)\.\.([\d.]+))");
+  int summaries = 0;
+  int segments = 0;
+  double total = 0;
+  bool has_lane = false;
+  struct Ran {
+    int segment;
+    double asked, started, ended;
+  };
+  std::vector<Ran> lane_phases;
+  std::vector<Ran> phases;
+  for (const auto& line : kept.take()) {
+    std::smatch m;
+    if (std::regex_match(line, m, summary)) {
+      ++summaries;
+      EXPECT_EQ(std::stoull(m[1]), count * sizeof(float)) << line;
+      segments = std::stoi(m[2]);
+      total = std::stod(m[3]);
+      const std::string rest = m[4];
+      std::smatch l;
+      if (std::regex_match(rest, l, lane)) {
+        has_lane = true;
+        const double busy = std::stod(l[1]), first = std::stod(l[2]), last = std::stod(l[3]);
+        EXPECT_LE(first, last) << line;
+        EXPECT_LE(last, total + 0.15) << line;  // the line rounds to tenths of a ms
+        EXPECT_LE(busy, last - first + 0.15) << line;
+        EXPECT_NEAR(std::stod(l[4]), first, 0.15) << line;
+        EXPECT_NEAR(std::stod(l[5]), total - last, 0.15) << line;
+      } else {
+        EXPECT_EQ(rest, "this rank has no lane across islands");
+      }
+    } else if (std::regex_match(line, m, phase)) {
+      const Ran ran{std::stoi(m[1]), std::stod(m[3]), std::stod(m[4]), std::stod(m[5])};
+      phases.push_back(ran);
+      if (m[2] == "lanes' allreduce across islands") lane_phases.push_back(ran);
+    }
+  }
+  ASSERT_EQ(summaries, 1) << "rank " << comm.rank();
+  EXPECT_GE(segments, 2);
+  std::vector<int> per_segment(static_cast<std::size_t>(std::max(segments, 0)));
+  for (const auto& ran : phases) {
+    ASSERT_GE(ran.segment, 0);
+    ASSERT_LT(ran.segment, segments);
+    ++per_segment[static_cast<std::size_t>(ran.segment)];
+    EXPECT_LE(ran.asked, ran.started);
+    EXPECT_LE(ran.started, ran.ended);
+    EXPECT_LE(ran.ended, total + 0.1);
+  }
+  for (int n : per_segment) EXPECT_GE(n, 2);  // at least one level's scatter and gather
+  // Layout.sh's islands have 4 and 2 ranks: ranks 2 and 3 own no shard below their island.
+  EXPECT_EQ(has_lane, comm.rank() != 2 && comm.rank() != 3) << "rank " << comm.rank();
+  if (has_lane) {
+    ASSERT_EQ(lane_phases.size(), static_cast<std::size_t>(segments));
+    for (std::size_t k = 0; k < lane_phases.size(); ++k) {  // in the order they started
+      EXPECT_EQ(lane_phases[k].segment, static_cast<int>(k)) << "turns out of order";
+      if (k > 0) {
+        EXPECT_GE(lane_phases[k].started, lane_phases[k - 1].ended - 0.01);
+      }
+    }
+  } else {
+    EXPECT_TRUE(lane_phases.empty());
+  }
 }
 
 TEST(RoutingTest, TheCostModelPicksItsCheapestPrediction) {
