@@ -228,8 +228,9 @@ TEST(RoutingTest, SegmentedHierarchicalAllreduceIsExact) {
   comm.set_algorithm(HM_COLL_ALLREDUCE, HM_ALGO_AUTO);
 }
 
-// Every line the library logs, kept. Added to the library's logger once and never removed, so
-// that no logging thread meets a change of the logger's sinks.
+// Every line the library logs, kept. Added to the library's logger before main (below), when no
+// library thread exists yet, and never removed: no logging thread meets a change of the logger's
+// sinks.
 class KeptLines final : public spdlog::sinks::base_sink<std::mutex> {
  public:
   std::vector<std::string> take() {
@@ -253,6 +254,7 @@ KeptLines& kept_lines() {
   }();
   return *sink;
 }
+[[maybe_unused]] const KeptLines& kKeptBeforeMain = kept_lines();
 
 // With debug lines on, a segmented hierarchical allreduce says when this rank's lane across
 // islands carried data and how long the islands worked before and after it, and at trace level
