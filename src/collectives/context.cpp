@@ -237,12 +237,14 @@ void CollectiveContext::wait(const Transfer& transfer) {
   if (!transfer.request->done()) {
     const auto start = Clock::now();
     const auto yield = transport_.yield_before_sleep(transfer.peer);
+    // Everything this thread drives, polled while it waits on any one of it.
+    Progress* const drive = transport_.caller_progress();
     bool done = false;
     if (transfer.receive && probe_after_ < timeout_) {
-      done = transfer.request->wait_until(Deadline(start + probe_after_), yield);
+      done = transfer.request->wait_until(Deadline(start + probe_after_), yield, drive);
       if (!done) probe(transfer.peer);
     }
-    if (!done && !transfer.request->wait_until(Deadline(start + timeout_), yield)) {
+    if (!done && !transfer.request->wait_until(Deadline(start + timeout_), yield, drive)) {
       fail(HM_ERR_TIMEOUT, "{}: timed out after {} ms {} rank {} ({})", what_.str(),
            timeout_.count(), transfer.receive ? "waiting for data from" : "sending to",
            transfer.peer, transport_.link(transfer.peer).description);

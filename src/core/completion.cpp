@@ -47,26 +47,28 @@ std::shared_ptr<Completion> Completion::all_of(
   return joined;
 }
 
-bool Completion::wait_until(const Deadline& deadline, std::chrono::microseconds yield_first) {
+bool Completion::wait_until(const Deadline& deadline, std::chrono::microseconds yield_first,
+                            Progress* drive) {
   if (done()) return true;
+  Progress* const progress = drive != nullptr ? drive : progress_.get();
   // On a fast link (shared memory) completions arrive within microseconds: yield the core for a
   // short while before sleeping, since a wake-up through the kernel costs tens of microseconds
   // (more in a virtual machine) and would dominate small messages. Yielding, not spinning:
   // another rank's thread on this core runs meanwhile.
   const auto spin_until = std::chrono::steady_clock::now() + yield_first;
-  if (progress_ && yield_first.count() > 0) {
+  if (progress != nullptr && yield_first.count() > 0) {
     // Do the transport's work here rather than wait for its thread to be woken and scheduled.
-    progress_->start_polling();
+    progress->start_polling();
     bool satisfied = false;
     while (!satisfied && std::chrono::steady_clock::now() < spin_until) {
-      progress_->poll();
+      progress->poll();
       satisfied = done();
       if (!satisfied) {
         std::this_thread::yield();
         satisfied = done();
       }
     }
-    progress_->stop_polling(satisfied);
+    progress->stop_polling(satisfied);
     if (satisfied) return true;
   }
   while (std::chrono::steady_clock::now() < spin_until) {

@@ -54,9 +54,13 @@ class Completion {
   void set_progress(std::shared_ptr<Progress> progress) { progress_ = std::move(progress); }
 
   // Blocks until done or the deadline; returns done(). For `yield_first` it yields the core
-  // between checks (and polls the progress, when there is one) before it sleeps.
+  // between checks (and polls the progress, when there is one) before it sleeps. `drive`, when
+  // given, is polled instead of this completion's own progress: everything the waiting thread
+  // drives, of which this completion's transport is a part (a router's caller drives each of its
+  // carriers and must keep them all going while it waits on one).
   bool wait_until(const Deadline& deadline,
-                  std::chrono::microseconds yield_first = std::chrono::microseconds(0));
+                  std::chrono::microseconds yield_first = std::chrono::microseconds(0),
+                  Progress* drive = nullptr);
 
   // Runs `callback` once the outcome is known: at once (on this thread) if already done, else on
   // the thread that completes it. Callbacks must be short and must not block.

@@ -17,15 +17,28 @@ Router::Router(int rank, std::vector<std::unique_ptr<Transport>> transports,
       fail(HM_ERR_INTERNAL, "route through {}, which was not created", transport_name(r.kind));
     }
   }
-  // The one kind every peer's traffic takes, if there is one (sole_carrier); routes are fixed.
+  // The one kind every peer's traffic takes, if there is one (sole_carrier), and every kind that
+  // carries some peer's traffic (carriers_); routes are fixed.
   bool uniform = true;
+  std::vector<bool> carries(transports_.size(), false);
   for (int peer = 0; peer < size(); ++peer) {
     if (peer == rank_) continue;
     const auto kind = routes_[static_cast<std::size_t>(peer)].kind;
     uniform = uniform && (!sole_kind_ || *sole_kind_ == kind);
     sole_kind_ = kind;
+    carries[static_cast<std::size_t>(kind)] = true;
   }
   if (!uniform) sole_kind_.reset();
+  std::vector<Progress*> progress;
+  for (std::size_t k = 0; k < transports_.size(); ++k) {
+    if (!carries[k]) continue;
+    carriers_.push_back(transports_[k].get());
+    progress.push_back(transports_[k]->caller_progress());
+  }
+  if (carriers_.size() > 1 &&
+      std::none_of(progress.begin(), progress.end(), [](Progress* p) { return p == nullptr; })) {
+    drive_all_ = std::make_unique<CombinedProgress>(std::move(progress));
+  }
   // When the control plane sees a peer go, fail that peer's traffic wherever it is carried.
   tcp->set_peer_failure_listener([this](int peer, hm_status_t status, const std::string& message) {
     // The io thread may report while the router is being built or torn down: the lock orders it
@@ -118,18 +131,33 @@ void Router::shutdown(hm_status_t status, const std::string& why, bool wait) {
 }
 
 Transport* Router::sole_carrier() const {
-  // A drive promises that every wait of the caller polls the driven transport; a wait on any
-  // other carrier (or on the shaper's thread) would sleep without polling it.
   if (shaper_ || !sole_kind_) return nullptr;
   return transports_[static_cast<std::size_t>(*sole_kind_)].get();
 }
 
+std::vector<Transport*> Router::driven() const {
+  // A drive promises that every wait of the caller polls the driven transports. With one
+  // carrier its own waits do. With several, the collectives' waits poll them all (through
+  // caller_progress) if every carrier's waiters poll; a wait on a carrier whose waiters sleep at
+  // once (ucx, verbs), or on the shaper's thread, would leave the others unpolled: no drive.
+  if (shaper_) return {};
+  if (Transport* t = sole_carrier()) return {t};
+  if (drive_all_) return carriers_;
+  return {};
+}
+
 void Router::begin_caller_drive() {
-  if (Transport* t = sole_carrier()) t->begin_caller_drive();
+  for (Transport* t : driven()) t->begin_caller_drive();
 }
 
 void Router::end_caller_drive() {
-  if (Transport* t = sole_carrier()) t->end_caller_drive();
+  for (Transport* t : driven()) t->end_caller_drive();
+}
+
+Progress* Router::caller_progress() {
+  if (shaper_) return nullptr;
+  if (Transport* t = sole_carrier()) return t->caller_progress();
+  return drive_all_.get();
 }
 
 SharedBoard* Router::shared_board() {

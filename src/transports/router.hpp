@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "transports/combined_progress.hpp"
 #include "transports/kinds.hpp"
 #include "transports/shaping/link_shaper.hpp"
 #include "transports/transport.hpp"
@@ -43,6 +44,7 @@ class Router final : public Transport {
   std::chrono::microseconds yield_before_sleep(int peer) const override;
   void begin_caller_drive() override;
   void end_caller_drive() override;
+  Progress* caller_progress() override;
   SharedBoard* shared_board() override;
   void cancel_receive(int peer, std::uint64_t tag) override {
     carrier(peer).cancel_receive(peer, tag);
@@ -60,12 +62,20 @@ class Router final : public Transport {
   Transport& carrier(int peer) const;
   // The transport that carries every peer's traffic, unshaped; nullptr when there is none.
   Transport* sole_carrier() const;
+  // The transports a caller drives (begin_caller_drive): the sole carrier, or every carrier
+  // when there are several and the waits on each poll (drive_all_); none when links are shaped.
+  std::vector<Transport*> driven() const;
 
   int rank_;
   std::vector<std::unique_ptr<Transport>> transports_;
   std::vector<Route> routes_;
   std::unique_ptr<LinkShaper> shaper_;      // only when some link is shaped
   std::optional<TransportKind> sole_kind_;  // the kind of every peer's route, if they share one
+  // Every carrier of some peer's traffic, each once, in kind order.
+  std::vector<Transport*> carriers_;
+  // All of carriers_' caller progress as one, when there are several carriers and each has one
+  // (tcp and shm, not ucx or verbs): then a caller drives them all and polls them all.
+  std::unique_ptr<CombinedProgress> drive_all_;
   // The control plane's io thread reports peer failures until the control plane is gone, which
   // is after the data transports and the shaper: once closing_ is set, reports are dropped.
   std::mutex listener_mutex_;

@@ -101,6 +101,11 @@ class Transport {
   // not allowed. Transports without a progress thread of their own ignore it.
   virtual void begin_caller_drive() {}
   virtual void end_caller_drive() {}
+  // What a thread that drives this transport polls while it waits on any of its requests
+  // (Completion::wait_until's `drive`); nullptr: each request's own progress, if it has one. A
+  // transport whose waiters poll returns that progress; a router that drives several carriers
+  // returns all of theirs as one.
+  virtual Progress* caller_progress() { return nullptr; }
 
   // Fails a receive posted earlier that is no longer wanted (it completes with HM_ERR_ABORTED);
   // nothing if it has finished. For the receive a shared-board wait posts so that the matcher

@@ -255,6 +255,12 @@ class ShmTransport final : public Transport, public SharedBoard {
   void stop_polling(bool satisfied);
   void begin_caller_drive() override;
   void end_caller_drive() override;
+  // None where waiters do not poll (HOLMES_SHM_POLL=0, or no poll window): such a caller could
+  // not keep a drive's promise (begin_caller_drive ignores it too).
+  Progress* caller_progress() override {
+    return tuning_.caller_progress && tuning_.poll_window.count() > 0 ? caller_progress_.get()
+                                                                      : nullptr;
+  }
   SharedBoard* shared_board() override { return this; }
   void cancel_receive(int peer, std::uint64_t tag) override {
     Command c;

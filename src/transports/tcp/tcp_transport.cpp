@@ -185,6 +185,7 @@ class TcpTransport final : public Transport {
   }
   void begin_caller_drive() override;
   void end_caller_drive() override;
+  Progress* caller_progress() override { return caller_io_.get(); }
   void fail_peer(int peer, hm_status_t status, const std::string& message) override;
   void set_peer_failure_listener(PeerFailureListener listener) override {
     failure_listener_ = std::move(listener);
