@@ -135,15 +135,14 @@ Transport* Router::sole_carrier() const {
   return transports_[static_cast<std::size_t>(*sole_kind_)].get();
 }
 
-std::vector<Transport*> Router::driven() const {
+std::span<Transport* const> Router::driven() const {
   // A drive promises that every wait of the caller polls the driven transports. With one
   // carrier its own waits do. With several, the collectives' waits poll them all (through
   // caller_progress) if every carrier's waiters poll; a wait on a carrier whose waiters sleep at
   // once (ucx, verbs), or on the shaper's thread, would leave the others unpolled: no drive.
-  if (shaper_) return {};
-  if (Transport* t = sole_carrier()) return {t};
-  if (drive_all_) return carriers_;
-  return {};
+  // carriers_ is fixed, so this costs no allocation on a small collective's way in and out.
+  if (shaper_ || (carriers_.size() != 1 && !drive_all_)) return {};
+  return carriers_;
 }
 
 void Router::begin_caller_drive() {

@@ -10,6 +10,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -64,7 +65,7 @@ class Router final : public Transport {
   Transport* sole_carrier() const;
   // The transports a caller drives (begin_caller_drive): the sole carrier, or every carrier
   // when there are several and the waits on each poll (drive_all_); none when links are shaped.
-  std::vector<Transport*> driven() const;
+  std::span<Transport* const> driven() const;
 
   int rank_;
   std::vector<std::unique_ptr<Transport>> transports_;
