@@ -139,7 +139,7 @@ std::span<Transport* const> Router::driven() const {
   // A drive promises that every wait of the caller polls the driven transports. With one
   // carrier its own waits do. With several, the collectives' waits poll them all (through
   // caller_progress) if every carrier's waiters poll; a wait on a carrier whose waiters sleep at
-  // once (ucx, verbs), or on the shaper's thread, would leave the others unpolled: no drive.
+  // once (verbs), or on the shaper's thread, would leave the others unpolled: no drive.
   // carriers_ is fixed, so this costs no allocation on a small collective's way in and out.
   if (shaper_ || (carriers_.size() != 1 && !drive_all_)) return {};
   return carriers_;

@@ -75,7 +75,7 @@ class Router final : public Transport {
   // Every carrier of some peer's traffic, each once, in kind order.
   std::vector<Transport*> carriers_;
   // All of carriers_' caller progress as one, when there are several carriers and each has one
-  // (tcp and shm, not ucx or verbs): then a caller drives them all and polls them all.
+  // (tcp, shm and ucx, not verbs): then a caller drives them all and polls them all.
   std::unique_ptr<CombinedProgress> drive_all_;
   // The control plane's io thread reports peer failures until the control plane is gone, which
   // is after the data transports and the shaper: once closing_ is set, reports are dropped.

@@ -1,7 +1,8 @@
-// Tests of src/transports/tcp/io_lease.hpp: when the tcp transport's io thread steps aside for
-// callers that drive small collectives, and that it always comes back (a caller that stops
-// polling, one that goes to sleep, shutdown) so that no socket is left unserved.
-#include "transports/tcp/io_lease.hpp"
+// Tests of src/transports/io_lease.hpp: when a transport's own thread (tcp's io thread, ucx's
+// progress thread) steps aside for callers that drive small collectives, and that it always comes
+// back (a caller that stops polling, one that goes to sleep, shutdown) so that no socket or worker
+// is left unserved.
+#include "transports/io_lease.hpp"
 
 #include <gtest/gtest.h>
 
@@ -10,7 +11,7 @@
 #include <future>
 #include <thread>
 
-namespace holmes::tcp {
+namespace holmes {
 namespace {
 
 using namespace std::chrono_literals;
@@ -156,4 +157,4 @@ TEST(IoLease, CloseEndsEveryLeaseForGood) {
 }
 
 }  // namespace
-}  // namespace holmes::tcp
+}  // namespace holmes

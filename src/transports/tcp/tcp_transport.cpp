@@ -28,11 +28,11 @@
 #include "core/status.hpp"
 #include "transports/caller_drive.hpp"
 #include "transports/caller_progress.hpp"
+#include "transports/io_lease.hpp"
 #include "transports/matcher.hpp"
 #include "transports/tcp/congestion.hpp"
 #include "transports/tcp/frame.hpp"
 #include "transports/tcp/inbox.hpp"
-#include "transports/tcp/io_lease.hpp"
 
 namespace holmes::tcp {
 namespace {
@@ -139,22 +139,6 @@ struct PeerState {
   bool send_reset = false;  // a send to it failed with a reset; its failure waits for a notice
   hm_status_t failure = HM_SUCCESS;
   std::string failure_message;
-};
-
-// Marks the thread that holds the run mutex as the one running handlers, for as long as it does.
-class RunnerScope {
- public:
-  RunnerScope(const std::unique_lock<std::mutex>& held, std::atomic<std::thread::id>& runner)
-      : runner_(runner) {
-    (void)held;  // proof that the caller holds the run mutex
-    runner_.store(std::this_thread::get_id());
-  }
-  ~RunnerScope() { runner_.store(std::thread::id()); }
-  RunnerScope(const RunnerScope&) = delete;
-  RunnerScope& operator=(const RunnerScope&) = delete;
-
- private:
-  std::atomic<std::thread::id>& runner_;
 };
 
 class TcpTransport final : public Transport {

@@ -25,6 +25,9 @@
 #include "core/env.hpp"
 #include "core/log.hpp"
 #include "core/status.hpp"
+#include "transports/caller_drive.hpp"
+#include "transports/caller_progress.hpp"
+#include "transports/io_lease.hpp"
 #include "transports/matcher.hpp"
 #include "transports/ucx/ucx_address.hpp"
 #include "transports/ucx/ucx_context.hpp"
@@ -56,6 +59,13 @@ constexpr auto kBusyWakeup = 100ms;
 // or completes what reached it while it closes) before they fail: until then UCP may still read
 // their buffers.
 constexpr auto kGoodbyeGrace = 1s;
+// How long a thread driving a small collective polls the worker (io_lease.hpp) and yields before
+// it sleeps (yield_before_sleep): a round trip through shared memory or loopback on a busy host
+// takes microseconds to tens of them; 1 ms covers it with room.
+constexpr std::chrono::microseconds kDrivenYield{1000};
+// How long the progress thread stays parked after the last driving call ended, so that
+// back-to-back small collectives keep progressing the worker from the callers' threads.
+constexpr std::chrono::microseconds kDriveLinger{1000};
 // Worker progress calls between two looks at the callers' requests.
 constexpr int kProgressBurst = 64;
 // Bound on the progress calls of one drain() (each moves at least one message).
@@ -76,6 +86,7 @@ class Engine {
     }
   }
   ~Engine() {
+    caller_progress_->detach();
     if (event_fd_ >= 0) ::close(event_fd_);
   }
   Engine(const Engine&) = delete;
@@ -99,6 +110,24 @@ class Engine {
     failure_listener_ = std::move(listener);
   }
   bool on_progress_thread() const { return std::this_thread::get_id() == thread_id_.load(); }
+  // Whether this thread is progressing the worker now: the progress thread, or a driving caller
+  // in its turn (possibly inside a UCP callback).
+  bool running_turn() const { return runner_.load() == std::this_thread::get_id(); }
+
+  // Small collectives progress the worker from the caller's thread while the progress thread
+  // parks (io_lease.hpp): on shared memory or a fast network a message then costs no thread
+  // wake-up at either end, where it cost three (the sender's progress thread, the receiver's,
+  // then the receiving caller).
+  void begin_caller_drive();
+  void end_caller_drive();
+  std::chrono::microseconds yield_before_sleep() const {
+    return drivers_.contains() ? kDrivenYield : std::chrono::microseconds(0);
+  }
+  Progress* caller_progress() { return caller_progress_.get(); }
+  // For CallerProgress: a driving caller's turns, and its hand-over when it is about to sleep.
+  void start_polling() {}
+  void poll();
+  void stop_polling(bool satisfied);
 
  private:
   using Command = std::function<void()>;
@@ -142,12 +171,23 @@ class Engine {
   };
 
   // Caller side.
+  // Hands `command` to whoever progresses the worker: runs it now if this thread drives and may
+  // (after the commands handed over before it), else queues it and wakes the progress thread.
   bool post(Command command);
+  template <typename Run>
+  bool run_as_driver(Run&& run);
+  void nudge();
   hm_status_t final_status(std::string* why) const;
 
-  // Progress thread.
+  // Progress thread (or a driving caller, for progress_turn).
   void open();
   void loop();
+  // One look at the callers' commands and a burst of worker progress; returns the progress
+  // calls that did something (kProgressBurst: more may be waiting).
+  int progress_turn();
+  // The progress thread's turn: progress_turn, then sleep in poll until there is news; false
+  // once it is time to tear down.
+  bool serve_turn();
   void teardown();
   void run_commands();
   void run_later();
@@ -209,6 +249,16 @@ class Engine {
   const UcxVersion version_ = ucx_version();
   int event_fd_ = -1;
   std::atomic<std::thread::id> thread_id_{};
+
+  // Who progresses the worker: the progress thread, or driving callers while it is parked.
+  // run_mutex_ lets one of them at a time touch anything under "Progress thread only" below.
+  CallerDrivers drivers_;
+  IoLease lease_{kDriveLinger};
+  std::mutex run_mutex_;
+  std::atomic<std::thread::id> runner_{};  // the holder of run_mutex_, while it progresses
+  // What requests poll while a driving caller waits for them; detached when the engine goes.
+  std::shared_ptr<CallerProgress<Engine>> caller_progress_ =
+      std::make_shared<CallerProgress<Engine>>(*this);
   std::string listen_address_;  // written before the constructor returns, then only read
   std::atomic<int> rank_{-1};
   std::atomic<int> size_{0};
@@ -231,7 +281,7 @@ class Engine {
   std::vector<std::string> links_;
   std::string worker_name_;
 
-  // Progress thread only.
+  // Progress thread only (or a driving caller holding run_mutex_).
   std::optional<UcpWorker> ucp_;
   std::vector<Peer> peers_;
   std::set<int> early_goodbyes_;  // goodbyes that came before set_peers
@@ -253,6 +303,15 @@ class Engine {
 // ---------------------------------------------------------------------------------------------
 
 bool Engine::post(Command command) {
+  // What the caller's next poll would run, run now: the message leaves at once, and a receive
+  // whose message came early completes before the caller waits. (While the progress thread is
+  // parked nothing tears the worker down: shutdown closes the lease first.)
+  if (run_as_driver([&] {
+        run_commands();
+        command();
+      })) {
+    return true;
+  }
   {
     std::lock_guard lock(commands_mutex_);
     if (!accepting_) return false;
@@ -260,9 +319,48 @@ bool Engine::post(Command command) {
     commands_.push_back(std::move(command));
     if (!was_empty) return true;  // the thread has been woken for the first one
   }
+  // A caller that drives runs it in its next poll; otherwise the progress thread must.
+  if (!drivers_.contains()) lease_.release();
+  nudge();
+  return true;
+}
+
+void Engine::nudge() {
   const std::uint64_t one = 1;
   [[maybe_unused]] const auto written = ::write(event_fd_, &one, sizeof one);
+}
+
+template <typename Run>
+bool Engine::run_as_driver(Run&& run) {
+  // A driving caller keeps the progress thread parked (or has it park after its current turn);
+  // it progresses the worker only once that thread is parked, and never from inside a turn.
+  if (running_turn() || !drivers_.contains()) return false;
+  lease_.renew();
+  if (!lease_.parked()) return false;
+  std::unique_lock lock(run_mutex_, std::try_to_lock);
+  if (!lock.owns_lock()) return false;  // the progress thread is leaving the lease, or a caller
+  const RunnerScope runner(lock, runner_);
+  run();
   return true;
+}
+
+void Engine::begin_caller_drive() {
+  drivers_.add();
+  if (lease_.begin()) nudge();  // out of poll: the progress thread parks after this turn
+}
+
+void Engine::end_caller_drive() {
+  // Dropped already when the thread went to sleep in a wait (stop_polling).
+  if (drivers_.remove()) lease_.end(true);
+}
+
+void Engine::poll() {
+  run_as_driver([this] { progress_turn(); });
+}
+
+void Engine::stop_polling(bool satisfied) {
+  // A caller about to sleep stops driving: the progress thread takes over at once.
+  if (!satisfied && drivers_.remove()) lease_.end(false);
 }
 
 hm_status_t Engine::final_status(std::string* why) const {
@@ -307,6 +405,7 @@ CompletionPtr Engine::isend(int peer, std::uint64_t tag, std::uint32_t signature
   require(peer >= 0 && peer < size_.load() && peer != rank_.load(), "ucx: cannot send to rank {}",
           peer);
   auto caller = std::make_shared<Completion>();
+  caller->set_progress(caller_progress_);
   if (!post([this, peer, tag, signature, data, caller] {
         start_send(peer, tag, signature, data, caller);
       })) {
@@ -322,6 +421,7 @@ CompletionPtr Engine::irecv(int peer, std::uint64_t tag, std::uint32_t signature
   require(peer >= 0 && peer < size_.load() && peer != rank_.load(),
           "ucx: cannot receive from rank {}", peer);
   auto caller = std::make_shared<Completion>();
+  caller->set_progress(caller_progress_);
   if (!post([this, peer, tag, signature, data, caller] {
         start_recv(peer, tag, signature, data, caller);
       })) {
@@ -333,8 +433,11 @@ CompletionPtr Engine::irecv(int peer, std::uint64_t tag, std::uint32_t signature
 }
 
 void Engine::shutdown(hm_status_t status, const std::string& why, bool wait) {
+  // The progress thread runs from now on, whoever drives: it tears the worker down.
+  lease_.close();
   post([this, status, why] { begin_shutdown(status, why); });
-  if (!wait || on_progress_thread()) return;
+  // Not from inside a turn: the progress thread could not take the worker over meanwhile.
+  if (!wait || on_progress_thread() || running_turn()) return;
   std::unique_lock lock(finished_mutex_);
   if (!finished_cv_.wait_for(lock, kShutdownWaitTimeout, [this] { return finished_; })) {
     HM_LOG_ERROR("ucx rank {}: the progress thread did not finish within {} s of shutdown",
@@ -388,6 +491,8 @@ void Engine::run(std::promise<void>& started) {
   }
   started.set_value();
   loop();
+  std::unique_lock run(run_mutex_);
+  const RunnerScope runner(run, runner_);
   teardown();
 }
 
@@ -418,27 +523,40 @@ void Engine::open() {
 
 void Engine::loop() {
   for (;;) {
-    run_commands();
-    int rounds = 0;
-    while (rounds < kProgressBurst && ucp_worker_progress(ucp_->get()) != 0) ++rounds;
-    run_later();
-    check_deadlines();
-    if (closed_ && (!waits_for_live_peers() || Clock::now() >= shutdown_deadline_)) return;
-    if (rounds == kProgressBurst) continue;  // busy: look at the callers' requests, go on
-    const ucs_status_t armed = ucp_worker_arm(ucp_->get());
-    if (armed == UCS_ERR_BUSY) continue;  // events arrived meanwhile: progress them first
-    int timeout = poll_timeout_ms();
-    if (armed != UCS_OK) {
-      HM_LOG_WARN("ucx rank {}: ucp_worker_arm failed: {}", rank_.load(), ucs_status_string(armed));
-      timeout = std::min(timeout, 10);
-    }
-    pollfd fds[2] = {{ucp_->event_fd(), POLLIN, 0}, {event_fd_, POLLIN, 0}};
-    const int ready = ::poll(fds, 2, timeout);
-    if (ready > 0 && (fds[1].revents & POLLIN) != 0) {
-      std::uint64_t count = 0;
-      [[maybe_unused]] const auto got = ::read(event_fd_, &count, sizeof count);
-    }
+    lease_.wait_while_leased();  // while callers drive, they progress the worker
+    std::unique_lock run(run_mutex_);
+    const RunnerScope runner(run, runner_);
+    if (!serve_turn()) return;
   }
+}
+
+int Engine::progress_turn() {
+  run_commands();
+  int rounds = 0;
+  while (rounds < kProgressBurst && ucp_worker_progress(ucp_->get()) != 0) ++rounds;
+  run_later();
+  check_deadlines();
+  return rounds;
+}
+
+bool Engine::serve_turn() {
+  const int rounds = progress_turn();
+  if (closed_ && (!waits_for_live_peers() || Clock::now() >= shutdown_deadline_)) return false;
+  if (rounds == kProgressBurst) return true;  // busy: look at the callers' requests, go on
+  const ucs_status_t armed = ucp_worker_arm(ucp_->get());
+  if (armed == UCS_ERR_BUSY) return true;  // events arrived meanwhile: progress them first
+  int timeout = poll_timeout_ms();
+  if (armed != UCS_OK) {
+    HM_LOG_WARN("ucx rank {}: ucp_worker_arm failed: {}", rank_.load(), ucs_status_string(armed));
+    timeout = std::min(timeout, 10);
+  }
+  pollfd fds[2] = {{ucp_->event_fd(), POLLIN, 0}, {event_fd_, POLLIN, 0}};
+  const int ready = ::poll(fds, 2, timeout);
+  if (ready > 0 && (fds[1].revents & POLLIN) != 0) {
+    std::uint64_t count = 0;
+    [[maybe_unused]] const auto got = ::read(event_fd_, &count, sizeof count);
+  }
+  return true;
 }
 
 void Engine::drain() {
@@ -1111,8 +1229,10 @@ class UcxTransport final : public Transport {
   ~UcxTransport() override {
     engine_->shutdown(HM_ERR_ABORTED, "the communicator was destroyed", true);
     if (thread_.joinable()) {
-      if (engine_->on_progress_thread()) {
-        thread_.detach();  // destroyed from one of its own callbacks: it ends by itself
+      if (engine_->on_progress_thread() || engine_->running_turn()) {
+        // Destroyed from one of its own callbacks (on the progress thread or in a driving
+        // caller's turn, which the thread waits to take over): it ends by itself.
+        thread_.detach();
       } else {
         thread_.join();
       }
@@ -1143,6 +1263,12 @@ class UcxTransport final : public Transport {
   void set_peer_failure_listener(PeerFailureListener listener) override {
     engine_->set_peer_failure_listener(std::move(listener));
   }
+  std::chrono::microseconds yield_before_sleep(int) const override {
+    return engine_->yield_before_sleep();
+  }
+  void begin_caller_drive() override { engine_->begin_caller_drive(); }
+  void end_caller_drive() override { engine_->end_caller_drive(); }
+  Progress* caller_progress() override { return engine_->caller_progress(); }
 
  private:
   std::shared_ptr<Engine> engine_;

@@ -14,9 +14,13 @@
 //   buffer, or into a kept piece when the receive is not posted yet, so a sender never waits for
 //   its receiver to post. A caller's receive completes only once UCP has stopped writing into
 //   its buffer.
-// - One progress thread per transport makes every UCX call: it progresses the worker until idle,
+// - One progress thread per transport makes the UCX calls: it progresses the worker until idle,
 //   arms it and sleeps in poll() on the worker's event fd and on an eventfd through which caller
-//   threads hand over isend/irecv/shutdown. Nothing spins.
+//   threads hand over isend/irecv/shutdown. Nothing spins. While a caller drives a small
+//   collective (Transport::begin_caller_drive), the thread parks (io_lease.hpp) and that caller
+//   makes the calls itself, posting at once and progressing the worker between yields while it
+//   waits: a small message then costs no thread wake-up. A mutex lets one thread at a time at
+//   the worker (single-threaded mode asks no more than that).
 // - shutdown fails what is pending, sends the goodbyes and flushes the endpoints of live peers
 //   (bounded), then destroys the worker and the context. Requests for peers that failed or left
 //   cannot be cancelled in mode "none": their callers are answered at once for a failed peer,

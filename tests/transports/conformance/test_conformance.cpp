@@ -357,6 +357,54 @@ TEST_P(Conformance, CallersThatDriveExchangeSmallMessages) {
   EXPECT_EQ(got, sent);
 }
 
+// The point of a drive: the caller takes its messages in itself, so no other thread of this
+// process has to wake for them. Over many ping-pong rounds, receives must complete on the waiting
+// caller's own thread (Completion::on_complete runs where the completion happens). Not all: on a
+// busy machine a partner may miss the poll window, and then the transport's thread takes over.
+TEST_P(Conformance, ADrivingCallerCompletesItsReceivesOnItsOwnThread) {
+  Group g(GetParam(), 2);
+  expect_done(g[0].connect_all());
+  expect_done(g[1].connect_all());
+  constexpr int kRounds = 200;
+  std::atomic<int> on_caller{0};
+  auto play = [&](int self) {
+    const int other = 1 - self;
+    Transport& t = g[self];
+    for (int round = 0; round < kRounds; ++round) {
+      t.begin_caller_drive();
+      const auto tag = static_cast<std::uint64_t>(round);
+      std::array<std::uint64_t, 1> out{static_cast<std::uint64_t>(round)};
+      std::array<std::uint64_t, 1> in{};
+      auto recv = t.irecv(other, tag, 1, std::as_writable_bytes(std::span(in)));
+      // Counted only when it completes in this thread's waits below, not already during
+      // on_complete (then the callback runs at once, here, whoever completed the receive).
+      const auto me = std::this_thread::get_id();
+      std::atomic<bool> registering{true};
+      std::atomic<bool> here{false};
+      recv->on_complete([&here, &registering, me](const Completion&) {
+        here.store(std::this_thread::get_id() == me && !registering.load());
+      });
+      registering.store(false);
+      auto send = t.isend(other, tag, 1, std::as_bytes(std::span(out)));
+      for (const auto& c : {send, recv}) {
+        ASSERT_TRUE(c->wait_until(Deadline::after(30s), t.yield_before_sleep(other)))
+            << "rank " << self << " round " << round;
+        ASSERT_EQ(c->status(), HM_SUCCESS) << c->message();
+      }
+      t.end_caller_drive();
+      ASSERT_EQ(in[0], static_cast<std::uint64_t>(round));
+      if (self == 0 && here.load()) on_caller.fetch_add(1);
+    }
+  };
+  std::thread peer([&] { play(1); });
+  play(0);
+  peer.join();
+  EXPECT_GE(on_caller.load(), kRounds / 10)
+      << "of " << kRounds << " receives, only " << on_caller.load()
+      << " completed on the driving caller's thread: the caller does not drive "
+      << transport_name(GetParam());
+}
+
 // A thread in the middle of a drive shuts its endpoint down (an error in the collective): the
 // waiting shutdown must not depend on that thread running the transport, and the peer's pending
 // receive ends.

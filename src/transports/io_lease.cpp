@@ -1,6 +1,6 @@
-#include "transports/tcp/io_lease.hpp"
+#include "transports/io_lease.hpp"
 
-namespace holmes::tcp {
+namespace holmes {
 
 bool IoLease::begin() {
   std::lock_guard lock(mutex_);
@@ -16,7 +16,7 @@ void IoLease::end(bool linger) {
   std::lock_guard lock(mutex_);
   if (drivers_ > 0) --drivers_;
   if (linger) {
-    // No wake-up here: that would cost what the lease saves. The parked io thread looks again
+    // No wake-up here: that would cost what the lease saves. The parked thread looks again
     // every `linger` (wait_while_leased).
     extend(Clock::now());
   } else if (drivers_ == 0) {
@@ -53,4 +53,4 @@ void IoLease::wait_while_leased() {
   parked_.store(false, std::memory_order_release);
 }
 
-}  // namespace holmes::tcp
+}  // namespace holmes
