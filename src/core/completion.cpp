@@ -61,7 +61,7 @@ bool Completion::wait_until(const Deadline& deadline, std::chrono::microseconds 
     progress->start_polling();
     bool satisfied = false;
     while (!satisfied && std::chrono::steady_clock::now() < spin_until) {
-      progress->poll();
+      progress->poll(this);
       satisfied = done();
       if (!satisfied) {
         std::this_thread::yield();

@@ -26,13 +26,17 @@ inline constexpr std::chrono::microseconds kYieldBeforeSleep{50};
 // it: a shared-memory transport's progress (read the rings, deliver, post receives). Handing
 // every small message from the transport's thread to the waiting thread costs a wake-up through
 // the kernel each time; polling from the waiter does not. Implementations never block.
+class Completion;
+
 class Progress {
  public:
   virtual ~Progress() = default;
   // Bracket a waiter's calls of poll(); `satisfied` says whether what it waited for has
   // happened (otherwise it is about to sleep and another thread must take over).
   virtual void start_polling() = 0;
-  virtual void poll() = 0;
+  // Runs what is ready. `awaited` (may be nullptr) is what the waiter waits for: a poll may stop
+  // as soon as that is done, sparing the waiter one more look for news it does not need yet.
+  virtual void poll(const Completion* awaited) = 0;
   virtual void stop_polling(bool satisfied) = 0;
 };
 

@@ -3,8 +3,8 @@
 // its progress loop, tcp runs its io_context. Requests may outlive the transport, so they hold
 // this small object, which the transport detaches before it goes.
 //
-// `Owner` (the transport) has start_polling(), poll() and stop_polling(bool satisfied) with the
-// meaning of Progress's.
+// `Owner` (the transport) has start_polling(), poll(awaited) and stop_polling(bool satisfied) with
+// the meaning of Progress's.
 #pragma once
 
 #include <mutex>
@@ -21,8 +21,8 @@ class CallerProgress final : public Progress {
   void start_polling() override {
     with_owner([](Owner& owner) { owner.start_polling(); });
   }
-  void poll() override {
-    with_owner([](Owner& owner) { owner.poll(); });
+  void poll(const Completion* awaited) override {
+    with_owner([awaited](Owner& owner) { owner.poll(awaited); });
   }
   void stop_polling(bool satisfied) override {
     with_owner([satisfied](Owner& owner) { owner.stop_polling(satisfied); });

@@ -19,8 +19,9 @@ class CombinedProgress final : public Progress {
   void start_polling() override {
     for (Progress* p : parts_) p->start_polling();
   }
-  void poll() override {
-    for (Progress* p : parts_) p->poll();
+  // Every part, even once `awaited` is done: the others' peers count on this rank reading.
+  void poll(const Completion* awaited) override {
+    for (Progress* p : parts_) p->poll(awaited);
   }
   // Not satisfied: the caller is about to sleep, so every part hands over to its own thread.
   void stop_polling(bool satisfied) override {

@@ -17,7 +17,7 @@ namespace {
 class CountingProgress final : public Progress {
  public:
   void start_polling() override { ++starts; }
-  void poll() override { ++polls; }
+  void poll(const Completion*) override { ++polls; }
   void stop_polling(bool satisfied) override { ++(satisfied ? satisfied_stops : sleeping_stops); }
   int starts = 0, polls = 0, satisfied_stops = 0, sleeping_stops = 0;
 };
@@ -87,8 +87,8 @@ void drive_once(Router& router) {
   router.begin_caller_drive();
   if (Progress* p = router.caller_progress()) {
     p->start_polling();
-    p->poll();
-    p->poll();
+    p->poll(nullptr);
+    p->poll(nullptr);
     p->stop_polling(false);
   }
   router.end_caller_drive();

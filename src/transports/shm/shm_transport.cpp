@@ -251,7 +251,7 @@ class ShmTransport final : public Transport, public SharedBoard {
 
   // For CallerProgress: a waiting caller's share of the progress loop.
   void start_polling() { shm::start_polling(own_.header()); }
-  void poll();
+  void poll(const Completion* awaited);
   void stop_polling(bool satisfied);
   void begin_caller_drive() override;
   void end_caller_drive() override;
@@ -628,7 +628,9 @@ bool ShmTransport::post_directly(Command& c) {
   return true;
 }
 
-void ShmTransport::poll() {
+void ShmTransport::poll(const Completion*) {
+  // One whole pass even when the awaited request is done early in it: a pass is cheap (no system
+  // call) and leaves every ring read.
   if (pass_owner_.load(std::memory_order_relaxed) == std::this_thread::get_id()) return;
   std::unique_lock lock(pass_mutex_, std::try_to_lock);
   if (!lock.owns_lock() || closed_) return;

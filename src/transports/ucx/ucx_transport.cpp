@@ -126,7 +126,7 @@ class Engine {
   Progress* caller_progress() { return caller_progress_.get(); }
   // For CallerProgress: a driving caller's turns, and its hand-over when it is about to sleep.
   void start_polling() {}
-  void poll();
+  void poll(const Completion* awaited);
   void stop_polling(bool satisfied);
 
  private:
@@ -182,9 +182,10 @@ class Engine {
   // Progress thread (or a driving caller, for progress_turn).
   void open();
   void loop();
-  // One look at the callers' commands and a burst of worker progress; returns the progress
-  // calls that did something (kProgressBurst: more may be waiting).
-  int progress_turn();
+  // One look at the callers' commands and a burst of worker progress (a caller's ends once the
+  // request it waits for, `awaited`, is done); returns the progress calls that did something
+  // (kProgressBurst: more may be waiting).
+  int progress_turn(const Completion* awaited = nullptr);
   // The progress thread's turn: progress_turn, then sleep in poll until there is news; false
   // once it is time to tear down.
   bool serve_turn();
@@ -354,8 +355,8 @@ void Engine::end_caller_drive() {
   if (drivers_.remove()) lease_.end(true);
 }
 
-void Engine::poll() {
-  run_as_driver([this] { progress_turn(); });
+void Engine::poll(const Completion* awaited) {
+  run_as_driver([this, awaited] { progress_turn(awaited); });
 }
 
 void Engine::stop_polling(bool satisfied) {
@@ -530,10 +531,13 @@ void Engine::loop() {
   }
 }
 
-int Engine::progress_turn() {
+int Engine::progress_turn(const Completion* awaited) {
   run_commands();
   int rounds = 0;
-  while (rounds < kProgressBurst && ucp_worker_progress(ucp_->get()) != 0) ++rounds;
+  while (rounds < kProgressBurst && (awaited == nullptr || !awaited->done()) &&
+         ucp_worker_progress(ucp_->get()) != 0) {
+    ++rounds;
+  }
   run_later();
   check_deadlines();
   return rounds;
