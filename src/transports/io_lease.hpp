@@ -23,7 +23,6 @@
 #include <chrono>
 #include <condition_variable>
 #include <mutex>
-#include <thread>
 
 #include "core/clock.hpp"
 
@@ -69,24 +68,6 @@ class IoLease {
   bool nudged_ = false;  // a nudge is on its way to the transport's thread
   bool closed_ = false;
   std::atomic<bool> parked_{false};
-};
-
-// Marks the thread that holds a transport's run mutex (the one that serializes its progress
-// between its own thread and driving callers) as the one running that progress, for as long as
-// it does: work that thread hands the transport meanwhile is queued, not run re-entrantly.
-class RunnerScope {
- public:
-  RunnerScope(const std::unique_lock<std::mutex>& held, std::atomic<std::thread::id>& runner)
-      : runner_(runner) {
-    (void)held;  // proof that the caller holds the run mutex
-    runner_.store(std::this_thread::get_id());
-  }
-  ~RunnerScope() { runner_.store(std::thread::id()); }
-  RunnerScope(const RunnerScope&) = delete;
-  RunnerScope& operator=(const RunnerScope&) = delete;
-
- private:
-  std::atomic<std::thread::id>& runner_;
 };
 
 }  // namespace holmes

@@ -26,10 +26,9 @@
 #include "core/env.hpp"
 #include "core/log.hpp"
 #include "core/status.hpp"
-#include "transports/caller_drive.hpp"
 #include "transports/caller_progress.hpp"
-#include "transports/io_lease.hpp"
 #include "transports/matcher.hpp"
+#include "transports/progress_turns.hpp"
 #include "transports/tcp/congestion.hpp"
 #include "transports/tcp/frame.hpp"
 #include "transports/tcp/inbox.hpp"
@@ -165,7 +164,7 @@ class TcpTransport final : public Transport {
   // yields the core between polls for a while before it sleeps (io_lease.hpp). Other waits sleep
   // at once: a large transfer would only burn the core the io thread needs.
   std::chrono::microseconds yield_before_sleep(int) const override {
-    return drivers_.contains() ? kDrivenYield : std::chrono::microseconds(0);
+    return turns_.drives() ? kDrivenYield : std::chrono::microseconds(0);
   }
   void begin_caller_drive() override;
   void end_caller_drive() override;
@@ -196,16 +195,12 @@ class TcpTransport final : public Transport {
   // matters.
   template <typename Work>
   void run_or_hand(Work&& work);
-  // Runs `run` on this thread as the one that runs handlers, if this thread drives and may now;
-  // false (nothing run) if not. Renews the lease either way when this thread drives.
-  template <typename Run>
-  bool run_as_driver(Run&& run);
   void io_loop();
   // Whether this thread is running the io_context's handlers now.
-  bool running_handlers() const { return runner_.load() == std::this_thread::get_id(); }
+  bool running_handlers() const { return turns_.running(); }
 
-  // Everything below runs in handlers only: on one thread at a time (run_mutex_), the io thread
-  // or a caller that drives.
+  // Everything below runs in handlers only: on one thread at a time (turns_), the io thread or a
+  // caller that drives.
   void start_send(int peer, std::uint64_t tag, std::uint32_t signature,
                   std::span<const std::byte> data, const CompletionPtr& request);
   void start_recv(int peer, std::uint64_t tag, std::uint32_t signature, std::span<std::byte> data,
@@ -255,12 +250,12 @@ class TcpTransport final : public Transport {
   std::chrono::milliseconds liveness_;  // a link silent this long is down (kMinLiveness)
   asio::io_context io_;
   asio::executor_work_guard<asio::io_context::executor_type> work_;
-  // Held by the thread that runs the io_context (the io thread, or a polling caller), so that
-  // handlers never run concurrently and need no locks. A mutex rather than an asio strand: a
-  // strand costs every completion a second trip through the io_context's queue (8-byte
-  // allreduce on 4 ranks: 81 us with a strand, 68 with the mutex; BENCHMARKS.md).
-  std::mutex run_mutex_;
-  std::atomic<std::thread::id> runner_{};
+  // Who runs the io_context (the io thread, or a polling caller that drives): one thread at a
+  // time, under the turns' run mutex, so that handlers never run concurrently and need no locks.
+  // A mutex rather than an asio strand: a strand costs every completion a second trip through
+  // the io_context's queue (8-byte allreduce on 4 ranks: 81 us with a strand, 68 with the
+  // mutex; BENCHMARKS.md).
+  ProgressTurns turns_{kDriveLinger};
   tcp::acceptor acceptor_;
   asio::steady_timer accept_backoff_{io_};
   std::string listen_address_;
@@ -280,8 +275,6 @@ class TcpTransport final : public Transport {
   hm_status_t closed_status_ = HM_SUCCESS;
   std::string closed_why_;
   std::atomic<bool> shutdown_requested_{false};
-  CallerDrivers drivers_;
-  IoLease lease_{kDriveLinger};
   std::shared_ptr<CallerProgress<TcpTransport>> caller_io_ =
       std::make_shared<CallerProgress<TcpTransport>>(*this);
   std::thread thread_;
@@ -324,57 +317,34 @@ TcpTransport::~TcpTransport() {
 void TcpTransport::io_loop() {
   // One handler at a time, so that the thread parks promptly once a caller drives.
   constexpr auto kSlice = std::chrono::milliseconds(100);
-  while (!io_.stopped()) {
-    lease_.wait_while_leased();
-    std::unique_lock run(run_mutex_);
-    const RunnerScope runner(run, runner_);
-    io_.run_one_for(kSlice);
-  }
+  while (!io_.stopped()) turns_.own_turn([this, kSlice] { io_.run_one_for(kSlice); });
 }
 
 template <typename Work>
 void TcpTransport::hand_to_io(Work&& work) {
   asio::post(io_, std::forward<Work>(work));
-  if (!drivers_.contains()) lease_.release();
-}
-
-template <typename Run>
-bool TcpTransport::run_as_driver(Run&& run) {
-  // A driving caller keeps the io thread parked (or has it park after its next handler); it
-  // runs handlers only once the io thread is parked (until then that thread does the work) and
-  // never from inside a handler (run_mutex_ is held).
-  if (running_handlers() || !drivers_.contains()) return false;
-  lease_.renew();
-  if (!lease_.parked()) return false;
-  std::unique_lock lock(run_mutex_, std::try_to_lock);
-  if (!lock.owns_lock()) return false;  // the io thread is just leaving the lease, or a caller
-  const RunnerScope runner(lock, runner_);
-  run();
-  return true;
+  turns_.handed_over();
 }
 
 template <typename Work>
 void TcpTransport::run_or_hand(Work&& work) {
   // What the caller's next poll would run, run now: the frame leaves at once, and a receive
-  // whose message came early completes before the caller waits.
-  if (!run_as_driver(work)) hand_to_io(std::forward<Work>(work));
+  // whose message came early completes before the caller waits. A driving caller keeps the io
+  // thread parked (or has it park after its next handler) and runs handlers only once it is.
+  if (!turns_.run_as_driver(work)) hand_to_io(std::forward<Work>(work));
 }
 
 void TcpTransport::begin_caller_drive() {
-  drivers_.add();
   // Out of epoll: the io thread parks at its next handler.
-  if (lease_.begin()) asio::post(io_, [] {});
+  if (turns_.begin_drive()) asio::post(io_, [] {});
 }
 
-void TcpTransport::end_caller_drive() {
-  // Dropped already when the thread went to sleep in a wait (stop_polling).
-  if (drivers_.remove()) lease_.end(true);
-}
+void TcpTransport::end_caller_drive() { turns_.end_drive(); }
 
 void TcpTransport::poll(const Completion* awaited) {
   // A message takes three handlers here (epoll, the read, its completion); once the awaited
   // request is done, the caller moves on at once rather than after one more epoll_wait.
-  run_as_driver([this, awaited] {
+  turns_.run_as_driver([this, awaited] {
     for (int i = 0;
          i < kHandlersPerPoll && (awaited == nullptr || !awaited->done()) && io_.poll_one() > 0;
          ++i) {
@@ -384,7 +354,7 @@ void TcpTransport::poll(const Completion* awaited) {
 
 void TcpTransport::stop_polling(bool satisfied) {
   // A caller about to sleep stops driving: the io thread takes over at once.
-  if (!satisfied && drivers_.remove()) lease_.end(false);
+  turns_.stop_polling(satisfied);
 }
 
 void TcpTransport::set_peers(int rank, std::vector<std::string> addresses) {
@@ -489,7 +459,7 @@ void TcpTransport::shutdown(hm_status_t status, const std::string& why, bool wai
   shutdown_requested_.store(true);
   // The io thread runs from now on: this thread may be a caller that drives and is about to
   // block below.
-  lease_.close();
+  turns_.close();
   asio::post(io_, [this, status, why, done] {
     do_shutdown(status, why);
     done->set_value();

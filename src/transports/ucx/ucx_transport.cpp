@@ -25,10 +25,9 @@
 #include "core/env.hpp"
 #include "core/log.hpp"
 #include "core/status.hpp"
-#include "transports/caller_drive.hpp"
 #include "transports/caller_progress.hpp"
-#include "transports/io_lease.hpp"
 #include "transports/matcher.hpp"
+#include "transports/progress_turns.hpp"
 #include "transports/ucx/ucx_address.hpp"
 #include "transports/ucx/ucx_context.hpp"
 #include "transports/ucx/ucx_wire.hpp"
@@ -112,7 +111,7 @@ class Engine {
   bool on_progress_thread() const { return std::this_thread::get_id() == thread_id_.load(); }
   // Whether this thread is progressing the worker now: the progress thread, or a driving caller
   // in its turn (possibly inside a UCP callback).
-  bool running_turn() const { return runner_.load() == std::this_thread::get_id(); }
+  bool running_turn() const { return turns_.running(); }
 
   // Small collectives progress the worker from the caller's thread while the progress thread
   // parks (io_lease.hpp): on shared memory or a fast network a message then costs no thread
@@ -121,7 +120,7 @@ class Engine {
   void begin_caller_drive();
   void end_caller_drive();
   std::chrono::microseconds yield_before_sleep() const {
-    return drivers_.contains() ? kDrivenYield : std::chrono::microseconds(0);
+    return turns_.drives() ? kDrivenYield : std::chrono::microseconds(0);
   }
   Progress* caller_progress() { return caller_progress_.get(); }
   // For CallerProgress: a driving caller's turns, and its hand-over when it is about to sleep.
@@ -174,8 +173,6 @@ class Engine {
   // Hands `command` to whoever progresses the worker: runs it now if this thread drives and may
   // (after the commands handed over before it), else queues it and wakes the progress thread.
   bool post(Command command);
-  template <typename Run>
-  bool run_as_driver(Run&& run);
   void nudge();
   hm_status_t final_status(std::string* why) const;
 
@@ -251,12 +248,9 @@ class Engine {
   int event_fd_ = -1;
   std::atomic<std::thread::id> thread_id_{};
 
-  // Who progresses the worker: the progress thread, or driving callers while it is parked.
-  // run_mutex_ lets one of them at a time touch anything under "Progress thread only" below.
-  CallerDrivers drivers_;
-  IoLease lease_{kDriveLinger};
-  std::mutex run_mutex_;
-  std::atomic<std::thread::id> runner_{};  // the holder of run_mutex_, while it progresses
+  // Who progresses the worker: the progress thread, or driving callers while it is parked; one
+  // of them at a time touches anything under "Progress thread only" below.
+  ProgressTurns turns_{kDriveLinger};
   // What requests poll while a driving caller waits for them; detached when the engine goes.
   std::shared_ptr<CallerProgress<Engine>> caller_progress_ =
       std::make_shared<CallerProgress<Engine>>(*this);
@@ -282,7 +276,7 @@ class Engine {
   std::vector<std::string> links_;
   std::string worker_name_;
 
-  // Progress thread only (or a driving caller holding run_mutex_).
+  // Progress thread only (or a driving caller in its turn).
   std::optional<UcpWorker> ucp_;
   std::vector<Peer> peers_;
   std::set<int> early_goodbyes_;  // goodbyes that came before set_peers
@@ -307,7 +301,7 @@ bool Engine::post(Command command) {
   // What the caller's next poll would run, run now: the message leaves at once, and a receive
   // whose message came early completes before the caller waits. (While the progress thread is
   // parked nothing tears the worker down: shutdown closes the lease first.)
-  if (run_as_driver([&] {
+  if (turns_.run_as_driver([&] {
         run_commands();
         command();
       })) {
@@ -321,7 +315,7 @@ bool Engine::post(Command command) {
     if (!was_empty) return true;  // the thread has been woken for the first one
   }
   // A caller that drives runs it in its next poll; otherwise the progress thread must.
-  if (!drivers_.contains()) lease_.release();
+  turns_.handed_over();
   nudge();
   return true;
 }
@@ -331,37 +325,21 @@ void Engine::nudge() {
   [[maybe_unused]] const auto written = ::write(event_fd_, &one, sizeof one);
 }
 
-template <typename Run>
-bool Engine::run_as_driver(Run&& run) {
-  // A driving caller keeps the progress thread parked (or has it park after its current turn);
-  // it progresses the worker only once that thread is parked, and never from inside a turn.
-  if (running_turn() || !drivers_.contains()) return false;
-  lease_.renew();
-  if (!lease_.parked()) return false;
-  std::unique_lock lock(run_mutex_, std::try_to_lock);
-  if (!lock.owns_lock()) return false;  // the progress thread is leaving the lease, or a caller
-  const RunnerScope runner(lock, runner_);
-  run();
-  return true;
-}
-
 void Engine::begin_caller_drive() {
-  drivers_.add();
-  if (lease_.begin()) nudge();  // out of poll: the progress thread parks after this turn
+  if (turns_.begin_drive()) nudge();  // out of poll: the progress thread parks after this turn
 }
 
-void Engine::end_caller_drive() {
-  // Dropped already when the thread went to sleep in a wait (stop_polling).
-  if (drivers_.remove()) lease_.end(true);
-}
+void Engine::end_caller_drive() { turns_.end_drive(); }
 
 void Engine::poll(const Completion* awaited) {
-  run_as_driver([this, awaited] { progress_turn(awaited); });
+  // A driving caller keeps the progress thread parked (or has it park after its current turn)
+  // and progresses the worker only once it is.
+  turns_.run_as_driver([this, awaited] { progress_turn(awaited); });
 }
 
 void Engine::stop_polling(bool satisfied) {
   // A caller about to sleep stops driving: the progress thread takes over at once.
-  if (!satisfied && drivers_.remove()) lease_.end(false);
+  turns_.stop_polling(satisfied);
 }
 
 hm_status_t Engine::final_status(std::string* why) const {
@@ -435,7 +413,7 @@ CompletionPtr Engine::irecv(int peer, std::uint64_t tag, std::uint32_t signature
 
 void Engine::shutdown(hm_status_t status, const std::string& why, bool wait) {
   // The progress thread runs from now on, whoever drives: it tears the worker down.
-  lease_.close();
+  turns_.close();
   post([this, status, why] { begin_shutdown(status, why); });
   // Not from inside a turn: the progress thread could not take the worker over meanwhile.
   if (!wait || on_progress_thread() || running_turn()) return;
@@ -492,9 +470,7 @@ void Engine::run(std::promise<void>& started) {
   }
   started.set_value();
   loop();
-  std::unique_lock run(run_mutex_);
-  const RunnerScope runner(run, runner_);
-  teardown();
+  turns_.own_turn([this] { teardown(); });  // after shutdown's close: at once
 }
 
 void Engine::open() {
@@ -523,11 +499,8 @@ void Engine::open() {
 }
 
 void Engine::loop() {
-  for (;;) {
-    lease_.wait_while_leased();  // while callers drive, they progress the worker
-    std::unique_lock run(run_mutex_);
-    const RunnerScope runner(run, runner_);
-    if (!serve_turn()) return;
+  // While callers drive, they progress the worker and this thread waits in own_turn.
+  while (turns_.own_turn([this] { return serve_turn(); })) {
   }
 }
 
