@@ -6,6 +6,8 @@
 
 #include <gtest/gtest.h>
 
+#include "eventually.hpp"
+
 #include <atomic>
 #include <chrono>
 #include <future>
@@ -15,6 +17,7 @@ namespace holmes {
 namespace {
 
 using namespace std::chrono_literals;
+using holmes::test_support::eventually;
 
 constexpr auto kLinger = std::chrono::microseconds(2000);
 // A lease that outlasts every test: only a hand-over (not expiry) can resume the io thread.
@@ -45,17 +48,6 @@ class IoThread {
   std::atomic<int> resumed_{0};
   std::thread thread_;
 };
-
-// Waits (bounded) until `predicate` holds.
-template <typename Predicate>
-bool eventually(Predicate predicate, std::chrono::milliseconds bound = 5000ms) {
-  const auto until = Clock::now() + bound;
-  while (Clock::now() < until) {
-    if (predicate()) return true;
-    std::this_thread::sleep_for(100us);
-  }
-  return predicate();
-}
 
 TEST(IoLease, NobodyDrivingMeansTheIoThreadRuns) {
   IoLease lease(kLinger);

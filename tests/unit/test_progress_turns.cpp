@@ -9,12 +9,13 @@
 #include <chrono>
 #include <thread>
 
-#include "core/clock.hpp"
+#include "eventually.hpp"
 
 namespace holmes {
 namespace {
 
 using namespace std::chrono_literals;
+using holmes::test_support::eventually;
 
 // A lease that outlasts every test: only a hand-over (not expiry) resumes the transport's thread.
 constexpr auto kNoExpiry = std::chrono::microseconds(10'000'000);
@@ -48,16 +49,6 @@ class OwnThread {
   std::atomic<bool> saw_running_{false};
   std::thread thread_;
 };
-
-template <typename Predicate>
-bool eventually(Predicate predicate, std::chrono::milliseconds bound = 5000ms) {
-  const auto until = Clock::now() + bound;
-  while (Clock::now() < until) {
-    if (predicate()) return true;
-    std::this_thread::sleep_for(100us);
-  }
-  return predicate();
-}
 
 TEST(ProgressTurns, ACallerThatDoesNotDriveNeverTakesATurn) {
   ProgressTurns turns(kNoExpiry);

@@ -14,6 +14,8 @@
 
 #include <gtest/gtest.h>
 
+#include "eventually.hpp"
+
 #include <array>
 #include <atomic>
 #include <chrono>
@@ -37,6 +39,8 @@
 
 namespace holmes {
 namespace {
+
+using holmes::test_support::eventually;
 
 using namespace std::chrono_literals;
 using Bytes = std::vector<std::uint8_t>;
@@ -77,17 +81,6 @@ Error expect_error(const std::function<void()>& call, hm_status_t status,
   }
   ADD_FAILURE() << context << ": no holmes::Error thrown";
   return Error(HM_SUCCESS, "");
-}
-
-// Polls `condition` until it holds or `timeout` passes; server counters are updated on the
-// server's thread slightly after the client sees the outcome.
-bool eventually(const std::function<bool()>& condition, std::chrono::milliseconds timeout = 10s) {
-  const auto deadline = Clock::now() + timeout;
-  while (Clock::now() < deadline) {
-    if (condition()) return true;
-    std::this_thread::sleep_for(2ms);
-  }
-  return condition();
 }
 
 // A plain POSIX TCP client for speaking (or mangling) the protocol by hand.

@@ -8,6 +8,8 @@
 
 #include <gtest/gtest.h>
 
+#include "eventually.hpp"
+
 #include <array>
 #include <atomic>
 #include <chrono>
@@ -26,6 +28,8 @@
 
 namespace holmes {
 namespace {
+
+using holmes::test_support::eventually;
 
 using namespace std::chrono_literals;
 using Bytes = std::vector<std::uint8_t>;
@@ -145,17 +149,6 @@ bool vanish(std::uint16_t port, Vanish how, int serial) {
 
 std::string value_of(int round, int client) {
   return "round " + std::to_string(round) + " of client " + std::to_string(client);
-}
-
-// Polls `condition` for up to `patience`.
-template <typename Condition>
-bool eventually(Condition condition, std::chrono::milliseconds patience = 10s) {
-  const auto until = std::chrono::steady_clock::now() + patience;
-  while (!condition()) {
-    if (std::chrono::steady_clock::now() > until) return false;
-    std::this_thread::sleep_for(20ms);
-  }
-  return true;
 }
 
 TEST(StoreChurnTest, VanishingClientsDoNotDisturbAJobNorLeakDescriptors) {
