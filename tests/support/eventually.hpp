@@ -9,7 +9,7 @@
 namespace holmes::test_support {
 
 template <typename Condition>
-bool eventually(Condition condition, std::chrono::milliseconds patience = std::chrono::seconds(10),
+bool eventually(Condition condition, std::chrono::milliseconds patience = std::chrono::seconds(5),
                 std::chrono::microseconds step = std::chrono::microseconds(100)) {
   const auto until = std::chrono::steady_clock::now() + patience;
   while (std::chrono::steady_clock::now() < until) {

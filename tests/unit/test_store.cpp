@@ -40,9 +40,15 @@
 namespace holmes {
 namespace {
 
-using holmes::test_support::eventually;
-
 using namespace std::chrono_literals;
+
+// Up to 10 s, looking every 2ms: server counters are updated on the server's thread slightly after
+// the client sees the outcome.
+template <typename Condition>
+bool eventually(Condition condition) {
+  return test_support::eventually(condition, 10s, 2ms);
+}
+
 using Bytes = std::vector<std::uint8_t>;
 
 constexpr char kToken[] = "job-token-1234";

@@ -29,9 +29,14 @@
 namespace holmes {
 namespace {
 
-using holmes::test_support::eventually;
-
 using namespace std::chrono_literals;
+
+// Up to 10 s, looking every 20ms: the server notices vanished clients on its own thread.
+template <typename Condition>
+bool eventually(Condition condition) {
+  return test_support::eventually(condition, 10s, 20ms);
+}
+
 using Bytes = std::vector<std::uint8_t>;
 
 constexpr char kToken[] = "churn-token";
