@@ -19,8 +19,16 @@ namespace holmes {
 
 class ProgressTurns {
  public:
+  // How long a driving caller polls and yields before it sleeps (yield_before_sleep): a round
+  // trip over loopback or shared memory on a busy host takes microseconds to tens of them; 1 ms
+  // covers it with room.
+  static constexpr std::chrono::microseconds kDrivenYield{1000};
+  // How long the transport's thread stays parked after the last driving call ended, so that
+  // back-to-back small collectives keep progressing the transport from the callers' threads.
+  static constexpr std::chrono::microseconds kDriveLinger{1000};
+
   // `linger`: how long the transport's thread stays parked after the last sign of a driver.
-  explicit ProgressTurns(std::chrono::microseconds linger) : lease_(linger) {}
+  explicit ProgressTurns(std::chrono::microseconds linger = kDriveLinger) : lease_(linger) {}
 
   // Transport::begin_caller_drive. True when the transport's thread must be nudged out of its
   // wait (a no-op handler, an eventfd) to park.
@@ -38,6 +46,12 @@ class ProgressTurns {
   }
   // Whether this thread drives.
   bool drives() const { return drivers_.contains(); }
+  // Transport::yield_before_sleep: a driving caller polls for a while before it sleeps; any
+  // other wait sleeps at once (a large transfer would only burn the core the transport's thread
+  // needs).
+  std::chrono::microseconds yield_before_sleep() const {
+    return drives() ? kDrivenYield : std::chrono::microseconds(0);
+  }
   // Work was queued for the transport: its thread resumes now unless a caller drives (that
   // caller's next poll runs it).
   void handed_over() {

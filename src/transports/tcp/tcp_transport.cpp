@@ -57,13 +57,6 @@ constexpr std::chrono::milliseconds kMinLiveness{1000};
 // this long for the notice, so that this rank reports the cause and the peer's status (say, a
 // disagreement) rather than the reset; a peer that died without a word fails after it.
 constexpr std::chrono::milliseconds kNoticeGrace{20};
-// How long a thread driving a small collective polls (running the io_context, io_lease.hpp)
-// and yields before it sleeps (yield_before_sleep): a loopback round trip on a busy host takes
-// tens of microseconds; 1 ms covers it with room.
-constexpr std::chrono::microseconds kDrivenYield{1000};
-// How long the io thread stays parked after the last driving call ended (io_lease.hpp), so that
-// back-to-back small collectives keep running the sockets from the callers' threads.
-constexpr std::chrono::microseconds kDriveLinger{1000};
 // Handlers a polling caller runs at most before it yields again.
 constexpr int kHandlersPerPoll = 16;
 
@@ -164,7 +157,7 @@ class TcpTransport final : public Transport {
   // yields the core between polls for a while before it sleeps (io_lease.hpp). Other waits sleep
   // at once: a large transfer would only burn the core the io thread needs.
   std::chrono::microseconds yield_before_sleep(int) const override {
-    return turns_.drives() ? kDrivenYield : std::chrono::microseconds(0);
+    return turns_.yield_before_sleep();
   }
   void begin_caller_drive() override;
   void end_caller_drive() override;
@@ -255,7 +248,7 @@ class TcpTransport final : public Transport {
   // A mutex rather than an asio strand: a strand costs every completion a second trip through
   // the io_context's queue (8-byte allreduce on 4 ranks: 81 us with a strand, 68 with the
   // mutex; BENCHMARKS.md).
-  ProgressTurns turns_{kDriveLinger};
+  ProgressTurns turns_;
   tcp::acceptor acceptor_;
   asio::steady_timer accept_backoff_{io_};
   std::string listen_address_;

@@ -58,13 +58,6 @@ constexpr auto kBusyWakeup = 100ms;
 // or completes what reached it while it closes) before they fail: until then UCP may still read
 // their buffers.
 constexpr auto kGoodbyeGrace = 1s;
-// How long a thread driving a small collective polls the worker (io_lease.hpp) and yields before
-// it sleeps (yield_before_sleep): a round trip through shared memory or loopback on a busy host
-// takes microseconds to tens of them; 1 ms covers it with room.
-constexpr std::chrono::microseconds kDrivenYield{1000};
-// How long the progress thread stays parked after the last driving call ended, so that
-// back-to-back small collectives keep progressing the worker from the callers' threads.
-constexpr std::chrono::microseconds kDriveLinger{1000};
 // Worker progress calls between two looks at the callers' requests.
 constexpr int kProgressBurst = 64;
 // Bound on the progress calls of one drain() (each moves at least one message).
@@ -114,14 +107,12 @@ class Engine {
   bool running_turn() const { return turns_.running(); }
 
   // Small collectives progress the worker from the caller's thread while the progress thread
-  // parks (io_lease.hpp): on shared memory or a fast network a message then costs no thread
+  // parks (progress_turns.hpp): on shared memory or a fast network a message then costs no thread
   // wake-up at either end, where it cost three (the sender's progress thread, the receiver's,
   // then the receiving caller).
   void begin_caller_drive();
   void end_caller_drive();
-  std::chrono::microseconds yield_before_sleep() const {
-    return turns_.drives() ? kDrivenYield : std::chrono::microseconds(0);
-  }
+  std::chrono::microseconds yield_before_sleep() const { return turns_.yield_before_sleep(); }
   Progress* caller_progress() { return caller_progress_.get(); }
   // For CallerProgress: a driving caller's turns, and its hand-over when it is about to sleep.
   void start_polling() {}
@@ -250,7 +241,7 @@ class Engine {
 
   // Who progresses the worker: the progress thread, or driving callers while it is parked; one
   // of them at a time touches anything under "Progress thread only" below.
-  ProgressTurns turns_{kDriveLinger};
+  ProgressTurns turns_;
   // What requests poll while a driving caller waits for them; detached when the engine goes.
   std::shared_ptr<CallerProgress<Engine>> caller_progress_ =
       std::make_shared<CallerProgress<Engine>>(*this);

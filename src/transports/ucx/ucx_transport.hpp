@@ -17,9 +17,9 @@
 // - One progress thread per transport makes the UCX calls: it progresses the worker until idle,
 //   arms it and sleeps in poll() on the worker's event fd and on an eventfd through which caller
 //   threads hand over isend/irecv/shutdown. Nothing spins. While a caller drives a small
-//   collective (Transport::begin_caller_drive), the thread parks (io_lease.hpp) and that caller
-//   makes the calls itself, posting at once and progressing the worker between yields while it
-//   waits: a small message then costs no thread wake-up. A mutex lets one thread at a time at
+//   collective (Transport::begin_caller_drive), the thread parks (progress_turns.hpp) and that
+//   caller makes the calls itself, posting at once and progressing the worker between yields while
+//   it waits: a small message then costs no thread wake-up. A mutex lets one thread at a time at
 //   the worker (single-threaded mode asks no more than that).
 // - shutdown fails what is pending, sends the goodbyes and flushes the endpoints of live peers
 //   (bounded), then destroys the worker and the context. Requests for peers that failed or left
