@@ -26,7 +26,7 @@
 # hierarchical allreduce's timeline (README, HOLMES_LOG_LEVEL).
 #
 # Usage: bench/emulate/two-islands.sh [-B BUILD] [-p RANKS_PER_HOST] [-s SIZE] [-n ITERS]
-#                                     [-w WARMUP] [-R RATE] [-t SECONDS]
+#                                     [-w WARMUP] [-R RATE] [-t SECONDS] [-P]
 #   -B BUILD           build with bin/holmes-bench, holmes-store and gloo-allreduce-bench
 #                      (default: $HOLMES_BUILD or <repo>/build)
 #   -p RANKS_PER_HOST  ranks on each of the 4 hosts (default 2: 8 ranks)
@@ -34,6 +34,9 @@
 #   -n ITERS, -w WARMUP  timed and untimed iterations (default 5 and 1)
 #   -R RATE            inter-island rate per host and direction, tc syntax in Mbit (default 1000)
 #   -t SECONDS         limit of each run (default 180)
+#   -P                 Holmes measures its links when it starts (HOLMES_COST_PROBE=1) instead of
+#                      being told the shaped rate (HOLMES_COST_INTER_ISLAND); rank 0's log line
+#                      "cost probe ..." (in the output with TWO_ISLANDS_KEEP_TMP=1) has the numbers
 # Needs root, iproute2 (ip, tc) and iperf3 (measures one shaped uplink for the bound).
 set -euo pipefail
 
@@ -45,7 +48,8 @@ iters=5
 warmup=1
 rate_mbit=1000
 run_timeout=180
-while getopts "B:p:s:n:w:R:t:h" opt; do
+probe=0
+while getopts "B:p:s:n:w:R:t:Ph" opt; do
   case $opt in
     B) build="$OPTARG" ;;
     p) per_host="$OPTARG" ;;
@@ -54,6 +58,7 @@ while getopts "B:p:s:n:w:R:t:h" opt; do
     w) warmup="$OPTARG" ;;
     R) rate_mbit="$OPTARG" ;;
     t) run_timeout="$OPTARG" ;;
+    P) probe=1 ;;
     *)
       awk 'NR > 1 && !/^#/ {exit} NR > 1 {sub(/^# ?/, ""); print}' "${BASH_SOURCE[0]}"
       exit 2
@@ -268,7 +273,8 @@ holmes_rank_cmd() {
     "HOLMES_STORE=${addr_of[0]}:$holmes_port" "HOLMES_TOKEN=$holmes_token" HOLMES_STORE_SERVE=0 \
     "HOLMES_HOST=${hosts[k]}" "HOLMES_ISLAND=${island_of[k]}" HOLMES_FABRIC=roce \
     "HOLMES_LOCAL_RANK=$((r % per_host))" "HOLMES_ADDR=${addr_of[k]}" \
-    "HOLMES_COST_INTER_ISLAND=100,$(awk -v m="$rate_mbit" 'BEGIN {print m / 8000}')" \
+    "$(if ((probe)); then echo HOLMES_COST_PROBE=1; else
+      echo "HOLMES_COST_INTER_ISLAND=100,$(awk -v m="$rate_mbit" 'BEGIN {print m / 8000}')"; fi)" \
     "HOLMES_LOG_LEVEL=${HOLMES_LOG_LEVEL:-info}" HOLMES_TIMEOUT_MS=$((run_timeout * 1000)) \
     "$bin/holmes-bench" allreduce -b "$size" -e "$size" -n "$iters" -w "$warmup" --check \
     --algo "$holmes_algo"

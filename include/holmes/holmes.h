@@ -194,6 +194,13 @@ HM_API hm_status_t hm_comm_query_algorithm(hm_comm_t comm, hm_collective_t colle
                                            hm_dtype_t dtype, hm_algorithm_t* algorithm,
                                            double* predicted_us);
 
+/* The cost model's numbers for the link from this rank to `peer`: its latency per message in
+ * microseconds and its bandwidth in GB/s (either output may be NULL). Nominal figures for the
+ * link's tier and transport, those set by HOLMES_COST_<TIER>, or, with HOLMES_COST_PROBE=1, the
+ * ones measured when the communicator was created. Every rank holds the same numbers per tier. */
+HM_API hm_status_t hm_comm_query_link(hm_comm_t comm, int peer, double* latency_us,
+                                      double* gbytes_per_s);
+
 /* Collective over comm: ranks with the same color form a new communicator, ordered by key
  * (then by rank in comm). A rank that passes HM_COLOR_UNDEFINED gets *newcomm = NULL. */
 #define HM_COLOR_UNDEFINED (-1)

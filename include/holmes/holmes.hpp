@@ -83,6 +83,12 @@ struct AlgorithmChoice {
   double predicted_us = 0;
 };
 
+// What the cost model holds for one link (hm_comm_query_link).
+struct LinkEstimate {
+  double latency_us = 0;
+  double gbytes_per_s = 0;
+};
+
 // A nonblocking operation. wait() or test() until done; destroying an unfinished Request
 // detaches it (the operation still runs to its end).
 class HM_API Request {
@@ -137,6 +143,8 @@ class HM_API Communicator {
   // with, and its predicted time.
   AlgorithmChoice query_algorithm(hm_collective_t collective, std::size_t count,
                                   hm_dtype_t dtype) const;
+  // The cost model's latency and bandwidth for the link to `peer`.
+  LinkEstimate query_link(int peer) const;
 
   // Blocking collectives over raw buffers (the C API's semantics).
   void allreduce(const void* send, void* recv, std::size_t count, hm_dtype_t dtype, hm_op_t op);
@@ -208,8 +216,8 @@ class HM_API Communicator {
 
 // A model to plan for: a preset or a file, with any field overridden (0 / nullopt: keep).
 struct ModelDescription {
-  std::string preset;  // "gpt-7.5b", ... (see hm_model_t)
-  std::string file;    // a model file (YAML); used when preset is empty
+  std::string preset;        // "gpt-7.5b", ... (see hm_model_t)
+  std::string file;          // a model file (YAML); used when preset is empty
   std::string architecture;  // "gpt" or "mlp"; empty: the preset's or file's
   int layers = 0, hidden = 0, heads = 0, seq_len = 0, vocab = 0;
   int micro_batch = 0, global_batch = 0, dtype_bytes = 0;

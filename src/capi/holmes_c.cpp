@@ -168,6 +168,14 @@ hm_status_t hm_comm_query_algorithm(hm_comm_t comm, hm_collective_t collective, 
   });
 }
 
+hm_status_t hm_comm_query_link(hm_comm_t comm, int peer, double* latency_us, double* gbytes_per_s) {
+  return guarded("hm_comm_query_link", [&] {
+    const auto link = comm_of(comm).query_link(peer);
+    if (latency_us != nullptr) *latency_us = link.latency_us;
+    if (gbytes_per_s != nullptr) *gbytes_per_s = link.gbytes_per_s;
+  });
+}
+
 hm_status_t hm_comm_split(hm_comm_t comm, int color, int key, hm_comm_t* newcomm) {
   return guarded("hm_comm_split", [&] {
     require_out(newcomm, "newcomm");

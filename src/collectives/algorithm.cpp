@@ -85,6 +85,7 @@ const std::vector<Algorithm>& algorithms_for(CollectiveKind kind) {
     case CollectiveKind::kReduceScatter:
     case CollectiveKind::kAllgather:
     case CollectiveKind::kSplit:
+    case CollectiveKind::kLinkProbe:
       break;
   }
   return kRingOnly;

@@ -35,6 +35,8 @@ const char* collective_name(CollectiveKind kind) {
       return "barrier";
     case CollectiveKind::kSplit:
       return "comm_split";
+    case CollectiveKind::kLinkProbe:
+      return "link_probe";
   }
   return "collective";
 }

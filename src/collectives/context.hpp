@@ -34,7 +34,8 @@ enum class CollectiveKind : std::uint8_t {
   kReduce = 5,
   kAlltoall = 6,
   kBarrier = 7,
-  kSplit = 8,  // the allgather inside hm_comm_split
+  kSplit = 8,      // the allgather inside hm_comm_split
+  kLinkProbe = 9,  // the init probe of the links (link_probe.hpp), HOLMES_COST_PROBE=1
 };
 
 const char* collective_name(CollectiveKind kind);

@@ -6,6 +6,7 @@
 #include <map>
 #include <set>
 #include <string>
+#include <tuple>
 
 #include "collectives/pipeline.hpp"
 #include "core/env.hpp"
@@ -176,20 +177,25 @@ bool fits_board(const Hierarchy& h, double bytes) {
 
 CostModel CostModel::from_env() {
   CostModel model;
-  const std::pair<const char*, LinkCost*> tiers[] = {
-      {"HOLMES_COST_SHM", &model.shm},
-      {"HOLMES_COST_HOST_TCP", &model.host_tcp},
-      {"HOLMES_COST_ISLAND_RDMA", &model.island_rdma},
-      {"HOLMES_COST_ISLAND_TCP", &model.island_tcp},
-      {"HOLMES_COST_INTER_ISLAND", &model.inter_island},
+  const std::tuple<const char*, LinkCost*, unsigned> tiers[] = {
+      {"HOLMES_COST_SHM", &model.shm, kSetShm},
+      {"HOLMES_COST_HOST_TCP", &model.host_tcp, kSetHostTcp},
+      {"HOLMES_COST_ISLAND_RDMA", &model.island_rdma, kSetIslandRdma},
+      {"HOLMES_COST_ISLAND_TCP", &model.island_tcp, kSetIslandTcp},
+      {"HOLMES_COST_INTER_ISLAND", &model.inter_island, kSetInterIsland},
   };
-  for (const auto& [variable, link] : tiers) {
-    if (auto text = env_string(variable)) *link = parse_link(variable, *text);
+  for (const auto& [variable, link, bit] : tiers) {
+    if (auto text = env_string(variable)) {
+      *link = parse_link(variable, *text);
+      model.set_by_env |= bit;
+    }
   }
   if (auto text = env_string("HOLMES_COST_REDUCE_GBPS")) {
     const LinkCost parsed = parse_link("HOLMES_COST_REDUCE_GBPS", "0," + *text);
     model.reduce_gbytes_per_s = parsed.gbytes_per_s;
+    model.set_by_env |= kSetReduce;
   }
+  model.probe = env_int("HOLMES_COST_PROBE", 0, 1).value_or(0) == 1;
   return model;
 }
 
@@ -320,6 +326,8 @@ double predict(const Hierarchy& h, const CostModel& m, CollectiveKind kind, Algo
     case CollectiveKind::kAlltoall:
       return (n - 1) * (s.any.latency_us + m.chunk_overhead_us) +
              s.any.transfer_us((n - 1.0) / n * bytes);
+    case CollectiveKind::kLinkProbe:
+      return kInfinity;  // never chosen: it runs as it is (CommunicatorImpl::calibrate)
     case CollectiveKind::kBarrier:
       if (algorithm == Algorithm::kSharedMemory) return h.same_host.latency_us;
       return ceil_log2(n) * (s.any.latency_us + m.chunk_overhead_us);

@@ -31,8 +31,18 @@ struct LinkCost {
 
 // Tier numbers. Defaults are nominal figures for the hardware each tier stands for; every one
 // can be set with HOLMES_COST_<TIER>="latency_us,GB/s" (e.g. HOLMES_COST_INTER_ISLAND=100,0.125)
-// and HOLMES_COST_REDUCE_GBPS. The topology file and init probes of later issues fill these.
+// and HOLMES_COST_REDUCE_GBPS. With HOLMES_COST_PROBE=1 the communicator measures the tiers it
+// has at init (link_probe.hpp) and the measured numbers replace the nominal ones, except where
+// a HOLMES_COST_<TIER> variable set them.
 struct CostModel {
+  // Bits of set_by_env: which numbers a HOLMES_COST_* variable gave.
+  static constexpr unsigned kSetShm = 1;
+  static constexpr unsigned kSetHostTcp = 2;
+  static constexpr unsigned kSetIslandRdma = 4;
+  static constexpr unsigned kSetIslandTcp = 8;
+  static constexpr unsigned kSetInterIsland = 16;
+  static constexpr unsigned kSetReduce = 32;
+
   LinkCost shm{10, 4.0};  // same host, shared memory
   // Same host over loopback tcp (forced). Measured here: an 8-byte rd allreduce on 4 ranks (two
   // rounds) took 59-93 us, median 63, in five compare-local runs (BENCHMARKS.md, 2026-12-02):
@@ -44,6 +54,8 @@ struct CostModel {
   double reduce_gbytes_per_s = 3.0;  // CPU reduction, bytes of the result per second
   double chunk_overhead_us = 10;     // per chunk handed through a pipeline stage
   double chunk_bytes = 512 << 10;    // the communicator's pipeline chunk
+  unsigned set_by_env = 0;
+  bool probe = false;  // HOLMES_COST_PROBE=1: measure the tiers at init
 
   // Defaults overridden by HOLMES_COST_*; throws HM_ERR_INVALID_ARGUMENT naming a bad variable.
   static CostModel from_env();

@@ -82,6 +82,11 @@ AlgorithmChoice Communicator::query_algorithm(hm_collective_t collective, std::s
   return {static_cast<hm_algorithm_t>(prediction.algorithm), prediction.microseconds};
 }
 
+LinkEstimate Communicator::query_link(int peer) const {
+  const LinkCost link = impl().link_cost(peer);
+  return {link.latency_us, link.gbytes_per_s};
+}
+
 Communicator Communicator::split(int color, int key) const {
   return Communicator(impl().split(color, key));
 }

@@ -57,35 +57,80 @@ CommunicatorImpl::CommunicatorImpl(Params params)
       chunk_bytes_(params.chunk_bytes),
       transport_options_(std::move(params.transport_options)),
       topology_(std::move(params.topology)),
+      facts_(params.facts),
       cost_model_(params.facts.cost_model),
+      measured_(std::move(params.measured)),
       forced_(params.facts.forced),
       sent_to_(static_cast<std::size_t>(size_), 0),
       received_from_(static_cast<std::size_t>(size_), 0) {
   cost_model_.chunk_bytes = static_cast<double>(chunk_bytes_);
-  if (params.facts.localities.size() != static_cast<std::size_t>(size_)) {
-    params.facts.localities.assign(static_cast<std::size_t>(size_),
-                                   Locality{"host", "island", "ethernet"});
+  if (facts_.localities.size() != static_cast<std::size_t>(size_)) {
+    facts_.localities.assign(static_cast<std::size_t>(size_),
+                             Locality{"host", "island", "ethernet"});
   }
-  localities_ = params.facts.localities;
-  hierarchy_ = make_hierarchy_from(params.facts);
-  // Every rank has a board or none: it follows from the routes, which all ranks agree on.
-  if (SharedBoard* board = transport_->shared_board()) hierarchy_.board_bytes = board->slot_bytes();
+  localities_ = facts_.localities;
+  if (measured_.reduce_gbytes_per_s && !(cost_model_.set_by_env & CostModel::kSetReduce)) {
+    cost_model_.reduce_gbytes_per_s = *measured_.reduce_gbytes_per_s;
+  }
+  hierarchy_ = make_hierarchy();
 }
 
-Hierarchy CommunicatorImpl::make_hierarchy_from(const WiringFacts& facts) const {
+Hierarchy CommunicatorImpl::make_hierarchy() const {
   std::vector<std::string> hosts;
   std::vector<std::string> islands;
-  for (const auto& l : facts.localities) {
+  for (const auto& l : facts_.localities) {
     hosts.push_back(l.host);
     islands.push_back(l.island);
   }
   // Each tier's numbers follow the slowest transport any rank uses on it: every rank knows the
-  // same facts, so every rank makes the same choice.
-  const LinkCost same_host = facts.host_tier_tcp ? cost_model_.host_tcp : cost_model_.shm;
-  const LinkCost same_island = facts.island_tier_tcp || !facts.island_tier_rdma
-                                   ? cost_model_.island_tcp
-                                   : cost_model_.island_rdma;
-  return make_hierarchy(hosts, islands, same_host, same_island, cost_model_.inter_island);
+  // same facts, so every rank makes the same choice. Measured numbers replace them, unless a
+  // HOLMES_COST_* variable set the tier's.
+  const auto pick = [this](Tier tier, const LinkCost& nominal, unsigned env_bit) {
+    const auto& measured = measured_.tiers[static_cast<std::size_t>(tier)];
+    return measured && !(cost_model_.set_by_env & env_bit) ? *measured : nominal;
+  };
+  const bool host_tcp = facts_.host_tier_tcp;
+  const bool island_tcp = facts_.island_tier_tcp || !facts_.island_tier_rdma;
+  const LinkCost same_host =
+      pick(Tier::kSameHost, host_tcp ? cost_model_.host_tcp : cost_model_.shm,
+           host_tcp ? CostModel::kSetHostTcp : CostModel::kSetShm);
+  const LinkCost same_island =
+      pick(Tier::kSameIsland, island_tcp ? cost_model_.island_tcp : cost_model_.island_rdma,
+           island_tcp ? CostModel::kSetIslandTcp : CostModel::kSetIslandRdma);
+  const LinkCost other_island =
+      pick(Tier::kOtherIsland, cost_model_.inter_island, CostModel::kSetInterIsland);
+  Hierarchy h = holmes::make_hierarchy(hosts, islands, same_host, same_island, other_island);
+  // Every rank has a board or none: it follows from the routes, which all ranks agree on.
+  if (SharedBoard* board = transport_->shared_board()) h.board_bytes = board->slot_bytes();
+  return h;
+}
+
+void CommunicatorImpl::calibrate() {
+  const auto start = std::chrono::steady_clock::now();
+  std::vector<double> all(kProbeValues * static_cast<std::size_t>(size_));
+  CollectiveCall call;
+  call.kind = CollectiveKind::kLinkProbe;
+  call.send = all.data();  // unused: each rank's values go straight to its block
+  call.recv = all.data();
+  call.count = kProbeValues;
+  call.dtype = HM_FLOAT64;
+  collective(call, true);
+  measured_ = agree_measurements(all);
+  if (measured_.reduce_gbytes_per_s && !(cost_model_.set_by_env & CostModel::kSetReduce)) {
+    cost_model_.reduce_gbytes_per_s = *measured_.reduce_gbytes_per_s;
+  }
+  hierarchy_ = make_hierarchy();
+  if (rank_ == 0) {
+    HM_LOG_INFO(
+        "cost probe of {} ranks ({:.0f} ms): {}", size_,
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count(),
+        measured_.describe());
+  }
+}
+
+LinkCost CommunicatorImpl::link_cost(int peer) const {
+  require(peer >= 0 && peer < size_, "peer {} is outside [0, {})", peer, size_);
+  return hierarchy_.link(rank_, peer);
 }
 
 void CommunicatorImpl::set_algorithm(CollectiveKind kind, Algorithm algorithm) {
@@ -199,7 +244,9 @@ std::shared_ptr<CommunicatorImpl> CommunicatorImpl::create_world(const ResolvedC
   params.transport_options = options;
   params.topology = config.topology;
   params.facts = std::move(facts);
-  return std::make_shared<CommunicatorImpl>(std::move(params));
+  auto comm = std::make_shared<CommunicatorImpl>(std::move(params));
+  if (comm->cost_model_.probe) comm->calibrate();
+  return comm;
 }
 
 std::vector<std::string> CommunicatorImpl::allgather_strings(const std::string& mine) {
@@ -293,6 +340,7 @@ std::shared_ptr<CommunicatorImpl> CommunicatorImpl::split(int color, int key) {
   params.transport_options = transport_options_;
   params.topology = topology_;
   params.facts = std::move(facts);
+  params.measured = measured_;
   return std::make_shared<CommunicatorImpl>(std::move(params));
 }
 
@@ -382,9 +430,11 @@ void CommunicatorImpl::execute(const CollectiveCall& call, std::uint64_t sequenc
                                DeviceMemory* device) {
   check_usable();
   // The split exchanges always take the plain ring: they run before anything else is agreed.
-  const Algorithm algorithm = call.kind == CollectiveKind::kSplit
-                                  ? Algorithm::kRing
-                                  : query_algorithm(call.kind, call.count, call.dtype).algorithm;
+  // So does the link probe: it is what gives the model its numbers.
+  const bool internal =
+      call.kind == CollectiveKind::kSplit || call.kind == CollectiveKind::kLinkProbe;
+  const Algorithm algorithm =
+      internal ? Algorithm::kRing : query_algorithm(call.kind, call.count, call.dtype).algorithm;
   // The algorithm is part of the signature: ranks that chose differently (a different
   // HOLMES_ALGO or cost numbers) fail with HM_ERR_MISMATCH where their messages meet.
   const auto signature =
@@ -459,6 +509,14 @@ void CommunicatorImpl::run(CollectiveContext& ctx, const CollectiveCall& call,
     case CollectiveKind::kAllgather:
     case CollectiveKind::kSplit:
       return ring_allgather(ctx, call.send, call.recv, call.count, call.dtype);
+    case CollectiveKind::kLinkProbe: {
+      // This rank's results into its own block, then every rank's to all (phase 0; the pairs
+      // measure in phases of their own).
+      auto* values = static_cast<double*>(call.recv);
+      const auto mine = static_cast<std::size_t>(rank_) * call.count;
+      measure_links(ctx, h, {values + mine, call.count});
+      return ring_allgather(ctx, values + mine, call.recv, call.count, call.dtype);
+    }
     case CollectiveKind::kBroadcast:
       switch (algorithm) {
         case Algorithm::kTree:

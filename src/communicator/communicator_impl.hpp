@@ -20,6 +20,7 @@
 #include "collectives/algorithm.hpp"
 #include "collectives/context.hpp"
 #include "collectives/device_memory.hpp"
+#include "collectives/link_probe.hpp"
 #include "collectives/staging.hpp"
 #include "collectives/tuning.hpp"
 #include "communicator/config.hpp"
@@ -68,6 +69,9 @@ class CommunicatorImpl : public std::enable_shared_from_this<CommunicatorImpl> {
     TransportOptions transport_options;  // split communicators create theirs the same way
     std::optional<std::string> topology;
     WiringFacts facts;  // what the ranks agreed on at wiring
+    // Tier numbers the parent communicator measured (HOLMES_COST_PROBE): a split inherits them
+    // rather than probing again.
+    MeasuredCosts measured;
   };
 
   explicit CommunicatorImpl(Params params);
@@ -110,6 +114,8 @@ class CommunicatorImpl : public std::enable_shared_from_this<CommunicatorImpl> {
   void set_algorithm(CollectiveKind kind, Algorithm algorithm);
   // What a call would run with and the predicted time (bytes: the whole buffer).
   Prediction query_algorithm(CollectiveKind kind, std::size_t count, hm_dtype_t dtype) const;
+  // The cost model's numbers for the link to `peer` (nominal, HOLMES_COST_*, or measured).
+  LinkCost link_cost(int peer) const;
 
  private:
   void validate(const CollectiveCall& call) const;
@@ -121,7 +127,11 @@ class CommunicatorImpl : public std::enable_shared_from_this<CommunicatorImpl> {
   std::vector<std::string> allgather_strings(const std::string& mine);
   void execute(const CollectiveCall& call, std::uint64_t sequence, DeviceMemory* device);
   void run(CollectiveContext& ctx, const CollectiveCall& call, Algorithm algorithm);
-  Hierarchy make_hierarchy_from(const WiringFacts& facts) const;
+  // The hierarchy from the wiring's facts and the cost numbers (measured_ where it has them).
+  Hierarchy make_hierarchy() const;
+  // The init probe (HOLMES_COST_PROBE=1, link_probe.hpp): measures the tiers, then rebuilds the
+  // hierarchy with the numbers. Collective; before the communicator is handed out.
+  void calibrate();
   void check_usable() const;
   // Records the first failure and closes the transport so no buffer is touched afterwards.
   void poison(hm_status_t status, const std::string& message) noexcept;
@@ -135,7 +145,9 @@ class CommunicatorImpl : public std::enable_shared_from_this<CommunicatorImpl> {
   TransportOptions transport_options_;
   std::optional<std::string> topology_;
   std::vector<Locality> localities_;
+  WiringFacts facts_;
   CostModel cost_model_;
+  MeasuredCosts measured_;
   Hierarchy hierarchy_;
   mutable std::mutex algorithm_mutex_;
   ForcedAlgorithms forced_;  // HOLMES_ALGO, then hm_comm_set_algorithm

@@ -54,6 +54,7 @@ inline constexpr const char* kAgreedVariables[] = {"HOLMES_ALGO",
                                                    "HOLMES_COST_ISLAND_TCP",
                                                    "HOLMES_COST_INTER_ISLAND",
                                                    "HOLMES_COST_REDUCE_GBPS",
+                                                   "HOLMES_COST_PROBE",
                                                    "HOLMES_CHUNK_BYTES"};
 
 // Where this rank sits, asked for inside wiring so that a failure (a malformed topology file)

@@ -1,0 +1,170 @@
+// The init probe's pure parts (collectives/link_probe.hpp): which ranks measure each tier, how
+// samples become a latency and a bandwidth, and how every rank's results become the same
+// numbers everywhere. The probe itself runs over real processes in mp.probe.*.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "collectives/link_probe.hpp"
+#include "collectives/tuning.hpp"
+#include "core/status.hpp"
+
+namespace holmes {
+namespace {
+
+Hierarchy layout(const std::vector<std::string>& hosts, const std::vector<std::string>& islands) {
+  const CostModel m;
+  return make_hierarchy(hosts, islands, m.shm, m.island_rdma, m.inter_island);
+}
+
+void expect_pair(const ProbePair& p, Tier tier, int a, int b) {
+  EXPECT_EQ(p.tier, tier) << tier_name(p.tier);
+  EXPECT_EQ(p.a, a) << tier_name(tier);
+  EXPECT_EQ(p.b, b) << tier_name(tier);
+}
+
+TEST(ProbePairs, OnePairPerTierPresentLowestRanksFirst) {
+  // Ranks 0,1 on host a and 2 on host b (island X); 3 on host c (island Y).
+  const auto pairs = probe_pairs(layout({"a", "a", "b", "c"}, {"X", "X", "X", "Y"}));
+  ASSERT_EQ(pairs.size(), 3u);
+  expect_pair(pairs[0], Tier::kSameHost, 0, 1);
+  expect_pair(pairs[1], Tier::kSameIsland, 0, 2);
+  expect_pair(pairs[2], Tier::kOtherIsland, 0, 3);
+}
+
+TEST(ProbePairs, TiersWithoutAPairAreLeftOut) {
+  EXPECT_TRUE(probe_pairs(layout({"a"}, {"X"})).empty());
+  const auto one_host = probe_pairs(layout({"a", "a", "a"}, {"X", "X", "X"}));
+  ASSERT_EQ(one_host.size(), 1u);
+  expect_pair(one_host[0], Tier::kSameHost, 0, 1);
+  // One rank per host, two islands, the shared host further down the ranks.
+  const auto spread = probe_pairs(layout({"a", "b", "c", "c"}, {"X", "Y", "Y", "Y"}));
+  ASSERT_EQ(spread.size(), 3u);
+  expect_pair(spread[0], Tier::kSameHost, 2, 3);
+  expect_pair(spread[1], Tier::kSameIsland, 1, 2);
+  expect_pair(spread[2], Tier::kOtherIsland, 0, 1);
+}
+
+TEST(FitSamples, LatencyIsHalfTheMedianRoundTripAndBandwidthTheSlope) {
+  LinkSamples s;
+  s.round_trip_us = {30, 20, 1000, 22, 21};  // median 22: one outlier does not move it
+  s.small_bytes = 64 << 10;
+  s.large_bytes = 1 << 20;
+  // 0.5 GB/s: (1 MiB - 64 KiB) more bytes take 1966.08 us more; both carry 50 us of fixed cost.
+  const double extra = (s.large_bytes - s.small_bytes) / 0.5e3;
+  s.small_us = {50 + s.small_bytes / 0.5e3, 51 + s.small_bytes / 0.5e3, 49 + s.small_bytes / 0.5e3};
+  s.large_us = {50 + s.large_bytes / 0.5e3, 5000, 50 + s.large_bytes / 0.5e3 - 1};
+  const auto link = fit_samples(s);
+  ASSERT_TRUE(link.has_value());
+  EXPECT_DOUBLE_EQ(link->latency_us, 11);
+  EXPECT_NEAR(link->gbytes_per_s, (s.large_bytes - s.small_bytes) / (extra * 1e3), 1e-12);
+  EXPECT_NEAR(link->gbytes_per_s, 0.5, 1e-12);
+}
+
+TEST(FitSamples, NoiseThatHidesTheTransferGivesNothing) {
+  LinkSamples s;
+  s.round_trip_us = {10};
+  s.small_bytes = 64 << 10;
+  s.large_bytes = 1 << 20;
+  s.small_us = {100};
+  s.large_us = {90};  // the large message "took less": no bandwidth can be read from this
+  EXPECT_FALSE(fit_samples(s).has_value());
+  s.large_us = {100};
+  EXPECT_FALSE(fit_samples(s).has_value());
+  s.large_us = {200};
+  EXPECT_TRUE(fit_samples(s).has_value());
+  s.round_trip_us.clear();
+  EXPECT_FALSE(fit_samples(s).has_value());
+}
+
+TEST(ReduceSpeed, MedianTimePerGigabyte) {
+  const std::vector<double> runs = {300, 100, 250};  // median 250 us for 1 MB: 4 GB/s
+  EXPECT_DOUBLE_EQ(reduce_us_per_gb(runs, 1e6), 250e3);
+  EXPECT_EQ(reduce_us_per_gb({}, 1e6), 0);
+}
+
+TEST(AgreeMeasurements, EveryRankKeepsTheWorstNumbersAnyRankMeasured) {
+  MeasuredCosts a;
+  a.tiers[0] = LinkCost{2, 8.0};
+  a.tiers[2] = LinkCost{100, 0.125};
+  a.reduce_gbytes_per_s = 4.0;
+  MeasuredCosts b;
+  b.tiers[0] = LinkCost{3, 10.0};  // slower latency, faster bandwidth than a's
+  b.reduce_gbytes_per_s = 2.0;
+  MeasuredCosts none;
+  std::vector<double> all;
+  for (const auto& m : {a, none, b}) {
+    const auto values = encode_measurements(m);
+    all.insert(all.end(), values.begin(), values.end());
+  }
+  const MeasuredCosts agreed = agree_measurements(all);
+  ASSERT_TRUE(agreed.tiers[0].has_value());
+  EXPECT_DOUBLE_EQ(agreed.tiers[0]->latency_us, 3);
+  EXPECT_DOUBLE_EQ(agreed.tiers[0]->gbytes_per_s, 8.0);
+  EXPECT_FALSE(agreed.tiers[1].has_value());
+  ASSERT_TRUE(agreed.tiers[2].has_value());
+  EXPECT_DOUBLE_EQ(agreed.tiers[2]->latency_us, 100);
+  EXPECT_DOUBLE_EQ(agreed.tiers[2]->gbytes_per_s, 0.125);
+  ASSERT_TRUE(agreed.reduce_gbytes_per_s.has_value());
+  EXPECT_DOUBLE_EQ(*agreed.reduce_gbytes_per_s, 2.0);
+  EXPECT_NE(agreed.describe().find("other island 100.0 us 0.125 GB/s"), std::string::npos)
+      << agreed.describe();
+
+  // The same values in another rank order give bitwise the same numbers.
+  std::vector<double> reordered(all.begin() + 2 * kProbeValues, all.end());
+  reordered.insert(reordered.end(), all.begin(), all.begin() + 2 * kProbeValues);
+  const MeasuredCosts again = agree_measurements(reordered);
+  EXPECT_EQ(again.tiers[0]->latency_us, agreed.tiers[0]->latency_us);
+  EXPECT_EQ(again.tiers[0]->gbytes_per_s, agreed.tiers[0]->gbytes_per_s);
+  EXPECT_EQ(*again.reduce_gbytes_per_s, *agreed.reduce_gbytes_per_s);
+}
+
+TEST(AgreeMeasurements, HostileValuesAreIgnoredNotTrusted) {
+  std::vector<double> all(kProbeValues, 0.0);
+  all[0] = std::numeric_limits<double>::infinity();
+  all[1] = std::numeric_limits<double>::quiet_NaN();
+  all[3] = -5;
+  all[5] = 1e7;  // a real number: 0.1 GB/s between islands
+  const MeasuredCosts agreed = agree_measurements(all);
+  EXPECT_FALSE(agreed.tiers[0].has_value());
+  EXPECT_FALSE(agreed.tiers[1].has_value());
+  ASSERT_TRUE(agreed.tiers[2].has_value());
+  EXPECT_DOUBLE_EQ(agreed.tiers[2]->gbytes_per_s, 0.1);
+  EXPECT_EQ(agreed.tiers[2]->latency_us, 0);
+  EXPECT_FALSE(agreed.reduce_gbytes_per_s.has_value());
+  // A short or empty exchange measures nothing.
+  EXPECT_TRUE(agree_measurements({}).empty());
+  EXPECT_TRUE(agree_measurements(std::vector<double>(kProbeValues - 1, 1.0)).empty());
+}
+
+TEST(CostModel, ProbeSwitchAndWhichNumbersTheEnvironmentSet) {
+  unsetenv("HOLMES_COST_PROBE");
+  EXPECT_FALSE(CostModel::from_env().probe);
+  EXPECT_EQ(CostModel::from_env().set_by_env, 0u);
+  setenv("HOLMES_COST_PROBE", "1", 1);
+  setenv("HOLMES_COST_SHM", "3,9", 1);
+  setenv("HOLMES_COST_REDUCE_GBPS", "5", 1);
+  const auto m = CostModel::from_env();
+  EXPECT_TRUE(m.probe);
+  EXPECT_EQ(m.set_by_env, CostModel::kSetShm | CostModel::kSetReduce);
+  unsetenv("HOLMES_COST_SHM");
+  unsetenv("HOLMES_COST_REDUCE_GBPS");
+  for (const char* bad : {"yes", "2", "-1"}) {
+    setenv("HOLMES_COST_PROBE", bad, 1);
+    try {
+      CostModel::from_env();
+      ADD_FAILURE() << "accepted HOLMES_COST_PROBE=" << bad;
+    } catch (const Error& e) {
+      EXPECT_EQ(e.status(), HM_ERR_INVALID_ARGUMENT);
+      EXPECT_NE(std::string(e.what()).find("HOLMES_COST_PROBE"), std::string::npos) << e.what();
+    }
+  }
+  unsetenv("HOLMES_COST_PROBE");
+}
+
+}  // namespace
+}  // namespace holmes
