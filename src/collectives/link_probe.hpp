@@ -1,13 +1,17 @@
 // The init probe (HOLMES_COST_PROBE=1): measures the links this communicator has, tier by tier,
 // so that the cost model (tuning.hpp) predicts from this cluster's numbers rather than nominal
-// ones. For each tier present (two ranks on one host, two hosts of one island, two islands) one
-// pair of ranks plays ping-pong with 8-byte messages (latency: half the round trip) and sends
-// 64 KiB and 1 MiB messages that the peer acknowledges (bandwidth: the extra bytes over the
-// extra time, so latency and fixed costs cancel). Every rank also times its reduction kernel.
-// Medians of a few repetitions; about 20 ms on one host, 70 ms over a 1 Gbit/s link.
+// ones. Same host: the ranks of one host at once in a ring, each sending to the next while it
+// receives from the previous, as a ring's step does (the cores the ranks share are part of what
+// a step costs). Hosts of one island, and islands: one pair of ranks plays ping-pong (latency:
+// half the round trip) and sends messages the peer acknowledges (the model already divides a
+// host's uplink among the ranks that share it). Bandwidth: the extra bytes of a 1 MiB message
+// over a 64 KiB one, over the extra time, so latency and fixed costs cancel. Every rank also
+// times its reduction kernel. Medians of a few repetitions: about 20 ms on one host, 100 ms
+// with a 1 Gbit/s tier.
 //
-// The numbers travel to every rank at the end and every rank keeps the same ones (the slowest
-// any rank saw), so every rank still makes the same choice from them.
+// The numbers travel to every rank at the end and every rank keeps the same ones (per number,
+// the median of what the ranks that measured it saw), so every rank still makes the same choice
+// from them.
 #pragma once
 
 #include <array>
@@ -26,25 +30,25 @@ enum class Tier : int { kSameHost = 0, kSameIsland = 1, kOtherIsland = 2 };
 inline constexpr int kTiers = 3;
 const char* tier_name(Tier tier);
 
-// The ranks that measure a tier: `a` (the lowest rank with a peer across that tier) times, `b`
-// (its lowest such peer) answers.
-struct ProbePair {
+// Ranks that measure a tier together: a host's ranks (a ring), or a pair (`ranks[0]` times,
+// `ranks[1]` answers).
+struct ProbeGroup {
   Tier tier = Tier::kSameHost;
-  int a = 0;
-  int b = 0;
+  std::vector<int> ranks;
 };
-// One pair per tier present, in tier order.
-std::vector<ProbePair> probe_pairs(const Hierarchy& h);
+// The first host with two ranks or more (all its ranks); then for each other tier present, its
+// first pair: the lowest rank with a peer across the tier, and its lowest such peer.
+std::vector<ProbeGroup> probe_groups(const Hierarchy& h);
 
-// What one pair timed, in microseconds.
+// What one group timed, in microseconds.
 struct LinkSamples {
-  std::vector<double> round_trip_us;  // 8-byte ping-pong
+  std::vector<double> latency_us;  // one-way estimates from 8-byte messages
   double small_bytes = 0;
   double large_bytes = 0;
-  std::vector<double> small_us;  // small_bytes one way, 8-byte acknowledgement back
+  std::vector<double> small_us;  // small_bytes moved (and acknowledged, for a pair)
   std::vector<double> large_us;  // large_bytes the same way
 };
-// Latency: half the median round trip. Bandwidth: (large - small bytes) over the difference of
+// Latency: the median estimate. Bandwidth: (large - small bytes) over the difference of
 // the median times. nullopt when a sample set is empty or the large messages did not take
 // longer than the small ones (the transfer drowned in noise): the tier keeps its nominal numbers.
 std::optional<LinkCost> fit_samples(const LinkSamples& samples);
@@ -65,13 +69,14 @@ struct MeasuredCosts {
   std::string describe() const;
 };
 ProbeValues encode_measurements(const MeasuredCosts& costs);
-// Every rank's values (rank after rank) to the costs every rank keeps: per tier and number the
-// worst any rank measured (largest latency, largest time per GB). The maximum does not depend on
-// the order, so every rank gets bitwise the same numbers.
+// Every rank's values (rank after rank) to the costs every rank keeps: per number, the median
+// of the ranks that measured it (a tier has one; the reduction, every rank). The median does not
+// depend on the order, so every rank gets bitwise the same numbers.
 MeasuredCosts agree_measurements(std::span<const double> all_ranks);
 
-// This rank's part of the probe: the pairs it belongs to (one after the other), then its
-// reduction. Its results (what it measured as `a` of a pair, and its reduction) go to `out`.
+// This rank's part of the probe: the groups it belongs to (one after the other), then its
+// reduction. Its results (what it measured as a group's first rank, and its reduction) go to
+// `out`.
 // Every rank of `ctx` must call it at once, with the same hierarchy.
 void measure_links(CollectiveContext& ctx, const Hierarchy& h, std::span<double> out);
 

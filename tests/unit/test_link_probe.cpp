@@ -21,37 +21,37 @@ Hierarchy layout(const std::vector<std::string>& hosts, const std::vector<std::s
   return make_hierarchy(hosts, islands, m.shm, m.island_rdma, m.inter_island);
 }
 
-void expect_pair(const ProbePair& p, Tier tier, int a, int b) {
-  EXPECT_EQ(p.tier, tier) << tier_name(p.tier);
-  EXPECT_EQ(p.a, a) << tier_name(tier);
-  EXPECT_EQ(p.b, b) << tier_name(tier);
+void expect_group(const ProbeGroup& g, Tier tier, std::vector<int> ranks) {
+  EXPECT_EQ(g.tier, tier) << tier_name(g.tier);
+  EXPECT_EQ(g.ranks, ranks) << tier_name(tier);
 }
 
-TEST(ProbePairs, OnePairPerTierPresentLowestRanksFirst) {
-  // Ranks 0,1 on host a and 2 on host b (island X); 3 on host c (island Y).
-  const auto pairs = probe_pairs(layout({"a", "a", "b", "c"}, {"X", "X", "X", "Y"}));
-  ASSERT_EQ(pairs.size(), 3u);
-  expect_pair(pairs[0], Tier::kSameHost, 0, 1);
-  expect_pair(pairs[1], Tier::kSameIsland, 0, 2);
-  expect_pair(pairs[2], Tier::kOtherIsland, 0, 3);
+TEST(ProbeGroups, OneHostsRanksThenOnePairPerOtherTierLowestRanksFirst) {
+  // Ranks 0,1 and 4 on host a and 2 on host b (island X); 3 on host c (island Y).
+  const auto groups = probe_groups(layout({"a", "a", "b", "c", "a"}, {"X", "X", "X", "Y", "X"}));
+  ASSERT_EQ(groups.size(), 3u);
+  expect_group(groups[0], Tier::kSameHost, {0, 1, 4});
+  expect_group(groups[1], Tier::kSameIsland, {0, 2});
+  expect_group(groups[2], Tier::kOtherIsland, {0, 3});
 }
 
-TEST(ProbePairs, TiersWithoutAPairAreLeftOut) {
-  EXPECT_TRUE(probe_pairs(layout({"a"}, {"X"})).empty());
-  const auto one_host = probe_pairs(layout({"a", "a", "a"}, {"X", "X", "X"}));
+TEST(ProbeGroups, TiersWithoutRanksOnBothSidesAreLeftOut) {
+  EXPECT_TRUE(probe_groups(layout({"a"}, {"X"})).empty());
+  const auto one_host = probe_groups(layout({"a", "a", "a"}, {"X", "X", "X"}));
   ASSERT_EQ(one_host.size(), 1u);
-  expect_pair(one_host[0], Tier::kSameHost, 0, 1);
-  // One rank per host, two islands, the shared host further down the ranks.
-  const auto spread = probe_pairs(layout({"a", "b", "c", "c"}, {"X", "Y", "Y", "Y"}));
+  expect_group(one_host[0], Tier::kSameHost, {0, 1, 2});
+  // One rank on hosts a and b, two on c and on d, two islands: host c measures for both.
+  const auto spread =
+      probe_groups(layout({"a", "b", "c", "c", "d", "d"}, {"X", "Y", "Y", "Y", "X", "X"}));
   ASSERT_EQ(spread.size(), 3u);
-  expect_pair(spread[0], Tier::kSameHost, 2, 3);
-  expect_pair(spread[1], Tier::kSameIsland, 1, 2);
-  expect_pair(spread[2], Tier::kOtherIsland, 0, 1);
+  expect_group(spread[0], Tier::kSameHost, {2, 3});
+  expect_group(spread[1], Tier::kSameIsland, {0, 4});
+  expect_group(spread[2], Tier::kOtherIsland, {0, 1});
 }
 
-TEST(FitSamples, LatencyIsHalfTheMedianRoundTripAndBandwidthTheSlope) {
+TEST(FitSamples, LatencyIsTheMedianAndBandwidthTheSlope) {
   LinkSamples s;
-  s.round_trip_us = {30, 20, 1000, 22, 21};  // median 22: one outlier does not move it
+  s.latency_us = {15, 10, 500, 11, 10.5};  // median 11: one outlier does not move it
   s.small_bytes = 64 << 10;
   s.large_bytes = 1 << 20;
   // 0.5 GB/s: (1 MiB - 64 KiB) more bytes take 1966.08 us more; both carry 50 us of fixed cost.
@@ -67,7 +67,7 @@ TEST(FitSamples, LatencyIsHalfTheMedianRoundTripAndBandwidthTheSlope) {
 
 TEST(FitSamples, NoiseThatHidesTheTransferGivesNothing) {
   LinkSamples s;
-  s.round_trip_us = {10};
+  s.latency_us = {5};
   s.small_bytes = 64 << 10;
   s.large_bytes = 1 << 20;
   s.small_us = {100};
@@ -77,7 +77,7 @@ TEST(FitSamples, NoiseThatHidesTheTransferGivesNothing) {
   EXPECT_FALSE(fit_samples(s).has_value());
   s.large_us = {200};
   EXPECT_TRUE(fit_samples(s).has_value());
-  s.round_trip_us.clear();
+  s.latency_us.clear();
   EXPECT_FALSE(fit_samples(s).has_value());
 }
 
@@ -87,23 +87,24 @@ TEST(ReduceSpeed, MedianTimePerGigabyte) {
   EXPECT_EQ(reduce_us_per_gb({}, 1e6), 0);
 }
 
-TEST(AgreeMeasurements, EveryRankKeepsTheWorstNumbersAnyRankMeasured) {
+TEST(AgreeMeasurements, EveryRankKeepsTheMedianOfTheRanksThatMeasured) {
   MeasuredCosts a;
   a.tiers[0] = LinkCost{2, 8.0};
   a.tiers[2] = LinkCost{100, 0.125};
   a.reduce_gbytes_per_s = 4.0;
   MeasuredCosts b;
-  b.tiers[0] = LinkCost{3, 10.0};  // slower latency, faster bandwidth than a's
   b.reduce_gbytes_per_s = 2.0;
+  MeasuredCosts c;
+  c.reduce_gbytes_per_s = 0.5;  // one slow rank does not set everyone's number
   MeasuredCosts none;
   std::vector<double> all;
-  for (const auto& m : {a, none, b}) {
+  for (const auto& m : {a, none, b, c}) {
     const auto values = encode_measurements(m);
     all.insert(all.end(), values.begin(), values.end());
   }
   const MeasuredCosts agreed = agree_measurements(all);
   ASSERT_TRUE(agreed.tiers[0].has_value());
-  EXPECT_DOUBLE_EQ(agreed.tiers[0]->latency_us, 3);
+  EXPECT_DOUBLE_EQ(agreed.tiers[0]->latency_us, 2);
   EXPECT_DOUBLE_EQ(agreed.tiers[0]->gbytes_per_s, 8.0);
   EXPECT_FALSE(agreed.tiers[1].has_value());
   ASSERT_TRUE(agreed.tiers[2].has_value());
