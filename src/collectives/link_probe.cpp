@@ -6,8 +6,6 @@
 #include <cstdint>
 #include <vector>
 
-#include <fmt/format.h>
-
 #include "core/reduce.hpp"
 
 namespace holmes {
@@ -140,18 +138,6 @@ double time_reduction() {
 
 }  // namespace
 
-const char* tier_name(Tier tier) {
-  switch (tier) {
-    case Tier::kSameHost:
-      return "same host";
-    case Tier::kSameIsland:
-      return "same island";
-    case Tier::kOtherIsland:
-      return "other island";
-  }
-  return "tier";
-}
-
 std::vector<ProbeGroup> probe_groups(const Hierarchy& h) {
   std::vector<ProbeGroup> groups;
   // Same host: the ranks of the first host that has two or more, in a ring. One host stands for
@@ -208,26 +194,7 @@ double reduce_us_per_gb(std::span<const double> run_us, double bytes) {
   return median({run_us.begin(), run_us.end()}) * (1e9 / bytes);
 }
 
-bool MeasuredCosts::empty() const {
-  return !reduce_gbytes_per_s &&
-         std::none_of(tiers.begin(), tiers.end(), [](const auto& t) { return t.has_value(); });
-}
-
-std::string MeasuredCosts::describe() const {
-  std::string out;
-  for (int t = 0; t < kTiers; ++t) {
-    const auto& link = tiers[static_cast<std::size_t>(t)];
-    if (!link) continue;
-    out += fmt::format("{}{} {:.1f} us {:.3f} GB/s", out.empty() ? "" : "; ",
-                       tier_name(static_cast<Tier>(t)), link->latency_us, link->gbytes_per_s);
-  }
-  if (reduce_gbytes_per_s) {
-    out += fmt::format("{}reduce {:.2f} GB/s", out.empty() ? "" : "; ", *reduce_gbytes_per_s);
-  }
-  return out.empty() ? "nothing measured" : out;
-}
-
-ProbeValues encode_measurements(const MeasuredCosts& costs) {
+ProbeValues encode_measurements(const TierCosts& costs) {
   ProbeValues values{};
   for (std::size_t t = 0; t < kTiers; ++t) {
     if (!costs.tiers[t]) continue;
@@ -238,7 +205,7 @@ ProbeValues encode_measurements(const MeasuredCosts& costs) {
   return values;
 }
 
-MeasuredCosts agree_measurements(std::span<const double> all_ranks) {
+TierCosts agree_measurements(std::span<const double> all_ranks) {
   ProbeValues agreed{};
   for (std::size_t v = 0; v < kProbeValues; ++v) {
     std::vector<double> reported;
@@ -249,7 +216,7 @@ MeasuredCosts agree_measurements(std::span<const double> all_ranks) {
     }
     if (!reported.empty()) agreed[v] = median(std::move(reported));
   }
-  MeasuredCosts costs;
+  TierCosts costs;
   for (std::size_t t = 0; t < kTiers; ++t) {
     // A tier counts once its bandwidth was measured (its latency may round to 0 on one host).
     if (agreed[2 * t + 1] > 0) costs.tiers[t] = LinkCost{agreed[2 * t], 1e6 / agreed[2 * t + 1]};
@@ -259,7 +226,7 @@ MeasuredCosts agree_measurements(std::span<const double> all_ranks) {
 }
 
 void measure_links(CollectiveContext& ctx, const Hierarchy& h, std::span<double> out) {
-  MeasuredCosts mine;
+  TierCosts mine;
   for (const auto& group : probe_groups(h)) {
     const auto me = std::find(group.ranks.begin(), group.ranks.end(), ctx.rank());
     if (me == group.ranks.end()) continue;

@@ -26,10 +26,6 @@
 
 namespace holmes {
 
-enum class Tier : int { kSameHost = 0, kSameIsland = 1, kOtherIsland = 2 };
-inline constexpr int kTiers = 3;
-const char* tier_name(Tier tier);
-
 // Ranks that measure a tier together: a host's ranks (a ring), or a pair (`ranks[0]` times,
 // `ranks[1]` answers).
 struct ProbeGroup {
@@ -61,18 +57,11 @@ double reduce_us_per_gb(std::span<const double> run_us, double bytes);
 inline constexpr std::size_t kProbeValues = 2 * kTiers + 1;
 using ProbeValues = std::array<double, kProbeValues>;
 
-struct MeasuredCosts {
-  std::array<std::optional<LinkCost>, kTiers> tiers;
-  std::optional<double> reduce_gbytes_per_s;
-  bool empty() const;
-  // "same host 4.1 us 6.20 GB/s; ...; reduce 3.9 GB/s"
-  std::string describe() const;
-};
-ProbeValues encode_measurements(const MeasuredCosts& costs);
+ProbeValues encode_measurements(const TierCosts& costs);
 // Every rank's values (rank after rank) to the costs every rank keeps: per number, the median
 // of the ranks that measured it (a tier has one; the reduction, every rank). The median does not
 // depend on the order, so every rank gets bitwise the same numbers.
-MeasuredCosts agree_measurements(std::span<const double> all_ranks);
+TierCosts agree_measurements(std::span<const double> all_ranks);
 
 // This rank's part of the probe: the groups it belongs to (one after the other), then its
 // reduction. Its results (what it measured as a group's first rank, and its reduction) go to

@@ -8,6 +8,8 @@
 #include <string>
 #include <tuple>
 
+#include <fmt/format.h>
+
 #include "collectives/pipeline.hpp"
 #include "core/env.hpp"
 #include "core/status.hpp"
@@ -174,6 +176,37 @@ bool fits_board(const Hierarchy& h, double bytes) {
 }
 
 }  // namespace
+
+const char* tier_name(Tier tier) {
+  switch (tier) {
+    case Tier::kSameHost:
+      return "same host";
+    case Tier::kSameIsland:
+      return "same island";
+    case Tier::kOtherIsland:
+      return "other island";
+  }
+  return "tier";
+}
+
+bool TierCosts::empty() const {
+  return !reduce_gbytes_per_s &&
+         std::none_of(tiers.begin(), tiers.end(), [](const auto& t) { return t.has_value(); });
+}
+
+std::string TierCosts::describe() const {
+  std::string out;
+  for (int t = 0; t < kTiers; ++t) {
+    const auto& link = tiers[static_cast<std::size_t>(t)];
+    if (!link) continue;
+    out += fmt::format("{}{} {:.1f} us {:.3f} GB/s", out.empty() ? "" : "; ",
+                       tier_name(static_cast<Tier>(t)), link->latency_us, link->gbytes_per_s);
+  }
+  if (reduce_gbytes_per_s) {
+    out += fmt::format("{}reduce {:.2f} GB/s", out.empty() ? "" : "; ", *reduce_gbytes_per_s);
+  }
+  return out.empty() ? "nothing measured" : out;
+}
 
 CostModel CostModel::from_env() {
   CostModel model;

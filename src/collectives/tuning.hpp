@@ -13,7 +13,9 @@
 // so ranks configured differently fail with HM_ERR_MISMATCH instead of corrupting data.
 #pragma once
 
+#include <array>
 #include <cstddef>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -29,11 +31,31 @@ struct LinkCost {
   double transfer_us(double bytes) const { return bytes / (gbytes_per_s * 1e3); }
 };
 
+// The tiers of links, by where the two ranks sit.
+enum class Tier : int { kSameHost = 0, kSameIsland = 1, kOtherIsland = 2 };
+inline constexpr int kTiers = 3;
+const char* tier_name(Tier tier);
+
+// Numbers for some tiers from a source other than the defaults: the topology file
+// (communicator/topology_costs.hpp) or the init probe (link_probe.hpp). A tier without numbers
+// keeps what it had.
+struct TierCosts {
+  std::array<std::optional<LinkCost>, kTiers> tiers;
+  std::optional<double> reduce_gbytes_per_s;
+  const std::optional<LinkCost>& operator[](Tier tier) const {
+    return tiers[static_cast<std::size_t>(tier)];
+  }
+  bool empty() const;
+  // "same host 4.1 us 6.200 GB/s; ...; reduce 3.90 GB/s"
+  std::string describe() const;
+};
+
 // Tier numbers. Defaults are nominal figures for the hardware each tier stands for; every one
 // can be set with HOLMES_COST_<TIER>="latency_us,GB/s" (e.g. HOLMES_COST_INTER_ISLAND=100,0.125)
-// and HOLMES_COST_REDUCE_GBPS. With HOLMES_COST_PROBE=1 the communicator measures the tiers it
-// has at init (link_probe.hpp) and the measured numbers replace the nominal ones, except where
-// a HOLMES_COST_<TIER> variable set them.
+// and HOLMES_COST_REDUCE_GBPS. A topology file (HOLMES_TOPOLOGY) gives the island and
+// inter-island tiers its link classes' numbers; with HOLMES_COST_PROBE=1 the communicator
+// measures the tiers it has at init (link_probe.hpp). Which wins, per tier: a HOLMES_COST_<TIER>
+// variable, then the probe, then the topology file, then the defaults.
 struct CostModel {
   // Bits of set_by_env: which numbers a HOLMES_COST_* variable gave.
   static constexpr unsigned kSetShm = 1;

@@ -60,6 +60,7 @@ CommunicatorImpl::CommunicatorImpl(Params params)
       facts_(params.facts),
       cost_model_(params.facts.cost_model),
       measured_(std::move(params.measured)),
+      declared_(std::move(params.declared)),
       forced_(params.facts.forced),
       sent_to_(static_cast<std::size_t>(size_), 0),
       received_from_(static_cast<std::size_t>(size_), 0) {
@@ -83,11 +84,12 @@ Hierarchy CommunicatorImpl::make_hierarchy() const {
     islands.push_back(l.island);
   }
   // Each tier's numbers follow the slowest transport any rank uses on it: every rank knows the
-  // same facts, so every rank makes the same choice. Measured numbers replace them, unless a
-  // HOLMES_COST_* variable set the tier's.
+  // same facts, so every rank makes the same choice. Per tier, a HOLMES_COST_* variable wins,
+  // then the probe's numbers, then the topology file's, then the defaults.
   const auto pick = [this](Tier tier, const LinkCost& nominal, unsigned env_bit) {
-    const auto& measured = measured_.tiers[static_cast<std::size_t>(tier)];
-    return measured && !(cost_model_.set_by_env & env_bit) ? *measured : nominal;
+    if (cost_model_.set_by_env & env_bit) return nominal;
+    if (measured_[tier]) return *measured_[tier];
+    return declared_[tier].value_or(nominal);
   };
   const bool host_tcp = facts_.host_tier_tcp;
   const bool island_tcp = facts_.island_tier_tcp || !facts_.island_tier_rdma;
@@ -210,6 +212,7 @@ std::shared_ptr<CommunicatorImpl> CommunicatorImpl::create_world(const ResolvedC
   };
   std::unique_ptr<Router> router;
   WiringFacts facts;
+  TierCosts declared;
   std::optional<Error> failure;
   try {
     const LocalitySource locality = [&] {
@@ -220,6 +223,7 @@ std::shared_ptr<CommunicatorImpl> CommunicatorImpl::create_world(const ResolvedC
     };
     router = wire(config.rank, config.world_size, options, locality, gather, deadline, &facts);
     router->set_shaping(link_shapes(facts.localities, config.rank, config.topology));
+    declared = topology_tier_costs(facts.localities, config.topology);
   } catch (const Error& e) {
     failure = e;  // every rank finished the exchanges: leave together all the same
   }
@@ -244,6 +248,7 @@ std::shared_ptr<CommunicatorImpl> CommunicatorImpl::create_world(const ResolvedC
   params.transport_options = options;
   params.topology = config.topology;
   params.facts = std::move(facts);
+  params.declared = std::move(declared);
   auto comm = std::make_shared<CommunicatorImpl>(std::move(params));
   if (comm->cost_model_.probe) comm->calibrate();
   return comm;
@@ -329,6 +334,7 @@ std::shared_ptr<CommunicatorImpl> CommunicatorImpl::split(int color, int key) {
       new_rank, static_cast<int>(members.size()), options, [&] { return mine; }, gather,
       Deadline::after(timeout_), &facts);
   router->set_shaping(link_shapes(facts.localities, new_rank, topology_, &localities_));
+  TierCosts declared = topology_tier_costs(facts.localities, topology_);
 
   Params params;
   params.rank = new_rank;
@@ -341,6 +347,7 @@ std::shared_ptr<CommunicatorImpl> CommunicatorImpl::split(int color, int key) {
   params.topology = topology_;
   params.facts = std::move(facts);
   params.measured = measured_;
+  params.declared = std::move(declared);
   return std::make_shared<CommunicatorImpl>(std::move(params));
 }
 

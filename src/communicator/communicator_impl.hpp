@@ -71,7 +71,9 @@ class CommunicatorImpl : public std::enable_shared_from_this<CommunicatorImpl> {
     WiringFacts facts;  // what the ranks agreed on at wiring
     // Tier numbers the parent communicator measured (HOLMES_COST_PROBE): a split inherits them
     // rather than probing again.
-    MeasuredCosts measured;
+    TierCosts measured;
+    // Tier numbers the topology file (and shaping) give (topology_tier_costs).
+    TierCosts declared;
   };
 
   explicit CommunicatorImpl(Params params);
@@ -147,7 +149,8 @@ class CommunicatorImpl : public std::enable_shared_from_this<CommunicatorImpl> {
   std::vector<Locality> localities_;
   WiringFacts facts_;
   CostModel cost_model_;
-  MeasuredCosts measured_;
+  TierCosts measured_;  // HOLMES_COST_PROBE
+  TierCosts declared_;  // the topology file
   Hierarchy hierarchy_;
   mutable std::mutex algorithm_mutex_;
   ForcedAlgorithms forced_;  // HOLMES_ALGO, then hm_comm_set_algorithm

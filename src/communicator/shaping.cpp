@@ -107,4 +107,53 @@ std::vector<std::optional<LinkShape>> link_shapes(const std::vector<Locality>& l
   return shapes;
 }
 
+TierCosts topology_tier_costs(const std::vector<Locality>& localities,
+                              const topology::Topology* file, ShapingMode mode) {
+  const bool scaled = file != nullptr && file->emulation_scale > 1;
+  const bool shaped = mode == ShapingMode::kOn || mode == ShapingMode::kOneNetwork ||
+                      (mode == ShapingMode::kAuto && scaled);
+  const bool real_rates = file != nullptr && !scaled;
+  TierCosts costs;
+  if (localities.empty() || (!shaped && !real_rates)) return costs;
+  const scheduler::JobTopology job = scheduler::job_topology(localities, file);
+  const topology::Topology& topo = job.topology;
+  std::map<std::string, std::vector<const topology::Host*>> hosts_by_island;
+  for (const auto& l : localities) {
+    const topology::Host* host = topo.find_host(l.host);
+    if (host == nullptr) continue;  // job_topology lists every rank's host
+    auto& hosts = hosts_by_island[host->island];
+    if (std::find(hosts.begin(), hosts.end(), host) == hosts.end()) hosts.push_back(host);
+  }
+  // The slowest host of a tier sets its numbers, as the slowest link sets a ring's pace.
+  const auto worst = [&topo](std::optional<LinkCost>& tier, const topology::Host& host,
+                             const topology::LinkClass& link) {
+    const double gbytes_per_s = topo.host_bandwidth(host, link.name) / topo.emulation_scale / 1e9;
+    if (!tier) tier = LinkCost{link.latency_us, gbytes_per_s};
+    tier->latency_us = std::max(tier->latency_us, link.latency_us);
+    tier->gbytes_per_s = std::min(tier->gbytes_per_s, gbytes_per_s);
+  };
+  const topology::LinkClass& inter = topo.link_class(topo.inter_island_link);
+  for (const auto& [island, hosts] : hosts_by_island) {
+    for (const topology::Host* host : hosts) {
+      if (hosts.size() >= 2) {
+        const auto& link = mode == ShapingMode::kOneNetwork
+                               ? inter
+                               : topo.link_between(*host, *hosts[host == hosts[0] ? 1 : 0]);
+        worst(costs.tiers[static_cast<std::size_t>(Tier::kSameIsland)], *host, link);
+      }
+      if (hosts_by_island.size() >= 2) {
+        worst(costs.tiers[static_cast<std::size_t>(Tier::kOtherIsland)], *host, inter);
+      }
+    }
+  }
+  return costs;
+}
+
+TierCosts topology_tier_costs(const std::vector<Locality>& localities,
+                              const std::optional<std::string>& topology_file) {
+  std::optional<topology::Topology> file;
+  if (topology_file) file = topology::load_topology_file(*topology_file);
+  return topology_tier_costs(localities, file ? &*file : nullptr, shaping_mode_from_env());
+}
+
 }  // namespace holmes::detail

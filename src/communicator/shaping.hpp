@@ -24,6 +24,7 @@
 #include <string>
 #include <vector>
 
+#include "collectives/tuning.hpp"
 #include "topology/locality.hpp"
 #include "topology/topology.hpp"
 #include "transports/shaping/link_shaper.hpp"
@@ -52,5 +53,19 @@ std::vector<std::optional<LinkShape>> link_shapes(const std::vector<Locality>& l
 std::vector<std::optional<LinkShape>> link_shapes(const std::vector<Locality>& localities, int rank,
                                                   const std::optional<std::string>& topology_file,
                                                   const std::vector<Locality>* job = nullptr);
+
+// What the cost model should hold for the island and inter-island tiers, from the same topology
+// and mode: per tier, the slowest host's bandwidth of the link class between its hosts
+// (Topology::host_bandwidth, the whole host: the model divides it among the ranks that share
+// it) / emulation_scale, and the class's latency; in kOneNetwork, the inter-island class for
+// both. Only where the links run at those rates: shaped, or a file at scale 1 (a real
+// cluster's). Empty otherwise (kOff with a scaled file, kAuto without a file). The same-host
+// tier is never shaped and is left out. `file` may be null.
+TierCosts topology_tier_costs(const std::vector<Locality>& localities,
+                              const topology::Topology* file, ShapingMode mode);
+// As above for a communicator: the file loaded from `topology_file`, the mode from
+// HOLMES_SHAPING.
+TierCosts topology_tier_costs(const std::vector<Locality>& localities,
+                              const std::optional<std::string>& topology_file);
 
 }  // namespace holmes::detail

@@ -156,6 +156,40 @@ TEST(PlanTest, ImpossibleRequestSaysWhyOnEveryRank) {
       << hm_last_error_message();
 }
 
+// With the topology file (islands.sh file), the cost model holds the file's link classes at the
+// emulated rates the shaping layer holds the links to: between islands eth-25 (25 Gbit/s / 100,
+// 30 us), inside islands the slower of ib-hdr (2 NICs x 200 / 100) and roce-100 (100 / 100, 4
+// us), per host. Without it (islands.sh env), other numbers.
+TEST(PlanTest, TheCostModelHoldsTheTopologyFilesRates) {
+  const bool file = std::getenv("HOLMES_TOPOLOGY") != nullptr;
+  auto& comm = world();
+  int checked = 0;
+  for (int peer = 0; peer < comm.size(); ++peer) {
+    if (peer == comm.rank()) continue;
+    const std::string reason = comm.peer_transport(peer).reason;
+    const auto link = comm.query_link(peer);
+    double gbit = 0;
+    double latency = 0;
+    if (reason.rfind("other island", 0) == 0) {
+      gbit = 0.25;
+      latency = 30;
+    } else if (reason.rfind("same island", 0) == 0) {
+      gbit = 1;
+      latency = 4;
+    } else {
+      continue;
+    }
+    ++checked;
+    if (file) {
+      EXPECT_DOUBLE_EQ(link.gbytes_per_s, gbit / 8) << "peer " << peer << ": " << reason;
+      EXPECT_DOUBLE_EQ(link.latency_us, latency) << "peer " << peer << ": " << reason;
+    } else {
+      EXPECT_NE(link.gbytes_per_s, gbit / 8) << "peer " << peer << ": " << reason;
+    }
+  }
+  EXPECT_EQ(checked, 6) << "two peers on the other host of this island, four on the other island";
+}
+
 TEST(PlanTest, BadArgumentsAreRefusedLocally) {
   CWorld c;
   hm_plan_t plan = nullptr;

@@ -88,21 +88,21 @@ TEST(ReduceSpeed, MedianTimePerGigabyte) {
 }
 
 TEST(AgreeMeasurements, EveryRankKeepsTheMedianOfTheRanksThatMeasured) {
-  MeasuredCosts a;
+  TierCosts a;
   a.tiers[0] = LinkCost{2, 8.0};
   a.tiers[2] = LinkCost{100, 0.125};
   a.reduce_gbytes_per_s = 4.0;
-  MeasuredCosts b;
+  TierCosts b;
   b.reduce_gbytes_per_s = 2.0;
-  MeasuredCosts c;
+  TierCosts c;
   c.reduce_gbytes_per_s = 0.5;  // one slow rank does not set everyone's number
-  MeasuredCosts none;
+  TierCosts none;
   std::vector<double> all;
   for (const auto& m : {a, none, b, c}) {
     const auto values = encode_measurements(m);
     all.insert(all.end(), values.begin(), values.end());
   }
-  const MeasuredCosts agreed = agree_measurements(all);
+  const TierCosts agreed = agree_measurements(all);
   ASSERT_TRUE(agreed.tiers[0].has_value());
   EXPECT_DOUBLE_EQ(agreed.tiers[0]->latency_us, 2);
   EXPECT_DOUBLE_EQ(agreed.tiers[0]->gbytes_per_s, 8.0);
@@ -118,7 +118,7 @@ TEST(AgreeMeasurements, EveryRankKeepsTheMedianOfTheRanksThatMeasured) {
   // The same values in another rank order give bitwise the same numbers.
   std::vector<double> reordered(all.begin() + 2 * kProbeValues, all.end());
   reordered.insert(reordered.end(), all.begin(), all.begin() + 2 * kProbeValues);
-  const MeasuredCosts again = agree_measurements(reordered);
+  const TierCosts again = agree_measurements(reordered);
   EXPECT_EQ(again.tiers[0]->latency_us, agreed.tiers[0]->latency_us);
   EXPECT_EQ(again.tiers[0]->gbytes_per_s, agreed.tiers[0]->gbytes_per_s);
   EXPECT_EQ(*again.reduce_gbytes_per_s, *agreed.reduce_gbytes_per_s);
@@ -130,7 +130,7 @@ TEST(AgreeMeasurements, HostileValuesAreIgnoredNotTrusted) {
   all[1] = std::numeric_limits<double>::quiet_NaN();
   all[3] = -5;
   all[5] = 1e7;  // a real number: 0.1 GB/s between islands
-  const MeasuredCosts agreed = agree_measurements(all);
+  const TierCosts agreed = agree_measurements(all);
   EXPECT_FALSE(agreed.tiers[0].has_value());
   EXPECT_FALSE(agreed.tiers[1].has_value());
   ASSERT_TRUE(agreed.tiers[2].has_value());

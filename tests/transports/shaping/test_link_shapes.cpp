@@ -177,6 +177,51 @@ TEST(LinkShapesTest, ACommunicatorLoadsTheFileAndCountsTheJobsRanksOnItsHost) {
   }
 }
 
+// The cost model's island and inter-island tiers follow the same rates, per host (not per
+// rank: the model shares a host's bandwidth among its ranks itself), in GB/s.
+void expect_tier(const TierCosts& costs, Tier tier, double gbit_per_s_per_host, double latency_us) {
+  ASSERT_TRUE(costs[tier].has_value()) << tier_name(tier);
+  EXPECT_DOUBLE_EQ(costs[tier]->gbytes_per_s, gbit_per_s_per_host / 8) << tier_name(tier);
+  EXPECT_DOUBLE_EQ(costs[tier]->latency_us, latency_us) << tier_name(tier);
+}
+
+TEST(TopologyTierCostsTest, TheSlowestHostOfEachTierAtTheShapedRates) {
+  const auto file = topology::load_topology_file(kTwoIslands);
+  const auto costs = topology_tier_costs(two_islands_job(), &file, ShapingMode::kAuto);
+  EXPECT_FALSE(costs[Tier::kSameHost]) << "never shaped: left to the transport's numbers";
+  // Islands: ib-hdr 200 x 2 NICs / 100 = 4 Gbit/s, roce-100 100 x 1 / 100 = 1: roce is slower;
+  // its latency 4 us is the larger too.
+  expect_tier(costs, Tier::kSameIsland, 1, 4);
+  // Between islands: eth-25, one NIC's worth: 25 / 100, 30 us.
+  expect_tier(costs, Tier::kOtherIsland, 0.25, 30);
+  EXPECT_FALSE(costs.reduce_gbytes_per_s);
+  // One network: every link to another host is the inter-island one.
+  const auto naive = topology_tier_costs(two_islands_job(), &file, ShapingMode::kOneNetwork);
+  expect_tier(naive, Tier::kSameIsland, 0.25, 30);
+  expect_tier(naive, Tier::kOtherIsland, 0.25, 30);
+}
+
+TEST(TopologyTierCostsTest, OnlyWhereTheLinksRunAtTheFilesRates) {
+  auto file = topology::load_topology_file(kTwoIslands);
+  // Scaled, but not shaped: the file's rates are not what the links do.
+  EXPECT_TRUE(topology_tier_costs(two_islands_job(), &file, ShapingMode::kOff).empty());
+  // At scale 1 the file describes the real cluster: its numbers, shaped or not.
+  file.emulation_scale = 1;
+  for (const auto mode : {ShapingMode::kOff, ShapingMode::kAuto}) {
+    const auto real = topology_tier_costs(two_islands_job(), &file, mode);
+    expect_tier(real, Tier::kSameIsland, 100, 4);
+    expect_tier(real, Tier::kOtherIsland, 25, 30);
+  }
+  // One island of one host: no tier to describe.
+  const std::vector<Locality> one_host(2, Locality{"emu-ib-0", "ib", "ib"});
+  EXPECT_TRUE(topology_tier_costs(one_host, &file, ShapingMode::kAuto).empty());
+  // No file: nothing, unless shaping is forced on (then the nominal classes the links get).
+  EXPECT_TRUE(topology_tier_costs(two_islands_job(), nullptr, ShapingMode::kAuto).empty());
+  const auto forced = topology_tier_costs(two_islands_job(), nullptr, ShapingMode::kOn);
+  EXPECT_TRUE(forced[Tier::kSameIsland].has_value());
+  EXPECT_TRUE(forced[Tier::kOtherIsland].has_value());
+}
+
 TEST(LinkShapesTest, ABadRankIsRefused) {
   EXPECT_THROW(link_shapes(two_islands_job(), 8, nullptr, ShapingMode::kOn), Error);
 }
