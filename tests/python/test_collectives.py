@@ -429,5 +429,7 @@ def test_rank_size_and_queries(world):
             transport, reason = world.peer_transport(peer)
             assert transport in ("shm", "tcp", "ucx", "verbs"), transport
             assert reason
+            latency_us, gbytes_per_s = world.query_link(peer)
+            assert 0 <= latency_us < float("inf") and 0 < gbytes_per_s < float("inf")
     assert repr(world) == f"<holmes.Comm rank {world.rank} of {world.size}>"
     assert holmes.library_version() == 100

@@ -107,6 +107,8 @@ def test_library_error_carries_status_and_message(world):
     # A check only the library makes, on a healthy communicator.
     with pytest.raises(holmes.InvalidArgumentError, match=f"peer {world.size + 2} is outside"):
         world.peer_transport(world.size + 2)
+    with pytest.raises(holmes.InvalidArgumentError, match="peer -1 is outside"):
+        world.query_link(-1)
     assert not world.async_error()
 
 

@@ -125,6 +125,7 @@ _PROTOTYPES = {
     "hm_comm_size": (_status, [_comm, _P(_int)]),
     "hm_comm_peer_transport": (_status, [_comm, _int, _P(ctypes.c_char_p),
                                          _P(ctypes.c_char_p)]),
+    "hm_comm_query_link": (_status, [_comm, _int, _P(ctypes.c_double), _P(ctypes.c_double)]),
     "hm_comm_split": (_status, [_comm, _int, _int, _P(_comm)]),
     "hm_comm_destroy": (_status, [_comm]),
     "hm_comm_abort": (_status, [_comm]),

@@ -224,6 +224,13 @@ class Comm:
                                                 ctypes.byref(transport), ctypes.byref(reason)))
         return transport.value.decode(), reason.value.decode()
 
+    def query_link(self, peer):
+        """(latency_us, gbytes_per_s) the cost model holds for the link to `peer`."""
+        latency, bandwidth = ctypes.c_double(), ctypes.c_double()
+        check(_lib.lib().hm_comm_query_link(self._handle, _int_arg("peer", peer),
+                                            ctypes.byref(latency), ctypes.byref(bandwidth)))
+        return latency.value, bandwidth.value
+
     def plan(self, preset=None, file=None, tp=0, pp=0, **overrides):
         """Collective: the planner's Plan for this world; see holmes.plan.Plan."""
         from .plan import Plan  # pylint: disable=import-outside-toplevel
