@@ -67,6 +67,7 @@ const std::vector<Algorithm>& algorithms_for(CollectiveKind kind) {
       Algorithm::kRing, Algorithm::kRecursiveDoubling, Algorithm::kHalvingDoubling,
       Algorithm::kHierarchical, Algorithm::kSharedMemory};
   static const std::vector<Algorithm> kRingOnly = {Algorithm::kRing};
+  static const std::vector<Algorithm> kBlocks = {Algorithm::kRing, Algorithm::kHierarchical};
   static const std::vector<Algorithm> kRooted = {
       Algorithm::kChain, Algorithm::kTree, Algorithm::kHierarchical, Algorithm::kSharedMemory};
   static const std::vector<Algorithm> kAlltoall = {Algorithm::kPairwise};
@@ -84,6 +85,7 @@ const std::vector<Algorithm>& algorithms_for(CollectiveKind kind) {
       return kBarrier;
     case CollectiveKind::kReduceScatter:
     case CollectiveKind::kAllgather:
+      return kBlocks;
     case CollectiveKind::kSplit:
     case CollectiveKind::kLinkProbe:
       break;

@@ -12,6 +12,15 @@
 //   broadcast  the root's island leader (the root) broadcasts to the other islands' leaders,
 //              then every leader inside its island.
 //   reduce     the reverse: inside each island to its leader, then across leaders to the root.
+//   allgather  a ring allgather inside each island, then lanes (the p-th member of every
+//              island, p < L = size of the smallest island) exchange their island's part p (an
+//              L-th of its blocks) across islands, then each island passes the other islands'
+//              parts around inside: the slow tier carries every block once per other island,
+//              split over L lanes on their own uplinks, where a flat ring sends n-1 blocks
+//              through one uplink.
+//   reduce_scatter the reverse: inside each island, every island's blocks reduce-scattered to
+//              the lanes (part q to member q), across islands the lanes reduce-scatter their
+//              parts, and each lane hands the members of its group their blocks.
 // Each element is reduced in a fixed order (island ring order, then lane order), and allreduce
 // results are copied out from the one rank that reduced them: identical bits on every rank.
 #include <algorithm>
@@ -444,6 +453,211 @@ void hierarchical_reduce(CollectiveContext& ctx, const Hierarchy& h, const CostM
                   partial, ctx.rank() == root ? recv : nullptr, count, dtype, op,
                   h.island[static_cast<std::size_t>(root)], n);
   }
+}
+
+namespace {
+
+// Where the blocks of an allgather or reduce-scatter sit for their hierarchical forms. Islands
+// are packed one after the other (island-major: the members' blocks in island order), and each
+// island's members are cut into L groups (L = size of the smallest island): group p's blocks are
+// the part of the island that lane p (the p-th member of every island) carries across islands.
+// When the ranks are already numbered island by island, the packed order is the rank order and
+// the caller's buffers are used as they are.
+class IslandBlocks {
+ public:
+  IslandBlocks(const Hierarchy& h, std::size_t count) : h_(h), count_(count) {
+    lanes_ = h.size();
+    std::size_t offset = 0;
+    identity_ = true;
+    for (const auto& island : h.islands) {
+      lanes_ = std::min(lanes_, static_cast<int>(island.size()));
+      island_offset_.push_back(offset);
+      for (int rank : island) {
+        identity_ = identity_ && static_cast<std::size_t>(rank) * count == offset;
+        offset += count;
+      }
+    }
+  }
+
+  int lanes() const { return lanes_; }
+  int islands() const { return static_cast<int>(h_.islands.size()); }
+  const std::vector<int>& members(int island) const {
+    return h_.islands[static_cast<std::size_t>(island)];
+  }
+  // True when the packed order is the rank order.
+  bool identity() const { return identity_; }
+  // The packed offset (elements) of member `position` of `island`.
+  std::size_t slot(int island, int position) const {
+    return island_offset_[static_cast<std::size_t>(island)] +
+           static_cast<std::size_t>(position) * count_;
+  }
+  // Members of `island` in group `part` (< lanes()): [first, first + size).
+  std::pair<int, int> group(int island, int part) const {
+    const BlockLayout groups(members(island).size(), lanes_, 1);
+    return {static_cast<int>(groups.block_start(part)), static_cast<int>(groups.block_size(part))};
+  }
+  // Part `part` of `island` in the packed buffer.
+  BlockLayout::Range part(int island, int part) const {
+    const auto [first, size] = group(island, part);
+    return {slot(island, first), static_cast<std::size_t>(size) * count_};
+  }
+  // The lane (= group) that carries member `position`'s block.
+  int lane_of(int island, int position) const {
+    for (int p = 0; p < lanes_; ++p) {
+      const auto [first, size] = group(island, p);
+      if (position >= first && position < first + size) return p;
+    }
+    return lanes_ - 1;
+  }
+  // Lane `p`: the p-th member of every island, island by island.
+  std::vector<int> lane(int p) const {
+    std::vector<int> out;
+    for (const auto& island : h_.islands) out.push_back(island[static_cast<std::size_t>(p)]);
+    return out;
+  }
+  // A layout over `island`'s members in which position q < lanes() has `range(q)` and the
+  // others nothing.
+  template <typename Range>
+  BlockLayout by_lane(int island, std::size_t chunk, Range&& range) const {
+    std::vector<BlockLayout::Range> blocks;
+    for (std::size_t q = 0; q < members(island).size(); ++q) {
+      blocks.push_back(static_cast<int>(q) < lanes_ ? range(static_cast<int>(q))
+                                                    : BlockLayout::Range{0, 0});
+    }
+    return BlockLayout(std::move(blocks), chunk);
+  }
+
+ private:
+  const Hierarchy& h_;
+  std::size_t count_;
+  int lanes_ = 1;
+  bool identity_ = true;
+  std::vector<std::size_t> island_offset_;
+};
+
+// Phases of the hierarchical allgather and reduce-scatter: the island level, the lanes, then
+// one phase per island for the island level's exchange of that island's parts.
+enum BlockPhase : std::uint64_t { kIslandPhase = 1, kLanePhase = 2, kPartsPhase = 3 };
+static_assert(kPartsPhase + kMaxBlockIslands <= 63);
+
+}  // namespace
+
+void hierarchical_allgather(CollectiveContext& ctx, const Hierarchy& h, const void* send,
+                            void* recv, std::size_t count, hm_dtype_t dtype) {
+  const std::size_t es = dtype_size(dtype);
+  const int n = ctx.size();
+  auto* out = static_cast<std::byte*>(recv);
+  if (count == 0) return;
+  const IslandBlocks blocks(h, count);
+  const Place me = place_of(h, ctx.rank());
+  const std::size_t chunk = chunk_elements(ctx, es);
+  // The packed buffer: the output itself when the ranks are numbered island by island.
+  std::byte* packed =
+      blocks.identity() ? out : ctx.phase_buffer(static_cast<std::size_t>(n) * count * es);
+  ctx.copy(packed + blocks.slot(me.island, me.position) * es, send, count * es);
+
+  // 1. Inside the island: every member's block to every member.
+  const auto& island = blocks.members(me.island);
+  {
+    std::vector<BlockLayout::Range> own;
+    for (std::size_t q = 0; q < island.size(); ++q) {
+      own.push_back({blocks.slot(me.island, static_cast<int>(q)), count});
+    }
+    auto inside = ctx.view(island, kIslandPhase);
+    ring_allgather_blocks(inside, packed, BlockLayout(std::move(own), chunk), dtype);
+  }
+  if (blocks.islands() > 1) {
+    // 2. Across islands, lane by lane: member p of each island brings its island's part p.
+    if (me.position < blocks.lanes()) {
+      std::vector<BlockLayout::Range> parts;
+      for (int i = 0; i < blocks.islands(); ++i) parts.push_back(blocks.part(i, me.position));
+      auto across = ctx.view(blocks.lane(me.position), kLanePhase);
+      ring_allgather_blocks(across, packed, BlockLayout(std::move(parts), chunk), dtype);
+    }
+    // 3. Inside the island again: the parts of every other island its lanes brought.
+    for (int other = 0; other < blocks.islands(); ++other) {
+      if (other == me.island) continue;
+      auto inside = ctx.view(island, kPartsPhase + static_cast<std::uint64_t>(other));
+      ring_allgather_blocks(
+          inside, packed,
+          blocks.by_lane(me.island, chunk, [&](int q) { return blocks.part(other, q); }), dtype);
+    }
+  }
+  if (!blocks.identity()) {
+    for (int i = 0; i < blocks.islands(); ++i) {
+      const auto& members = blocks.members(i);
+      for (std::size_t q = 0; q < members.size(); ++q) {
+        ctx.copy(out + static_cast<std::size_t>(members[q]) * count * es,
+                 packed + blocks.slot(i, static_cast<int>(q)) * es, count * es);
+      }
+    }
+  }
+}
+
+void hierarchical_reduce_scatter(CollectiveContext& ctx, const Hierarchy& h, const void* send,
+                                 void* recv, std::size_t count, hm_dtype_t dtype, hm_op_t op) {
+  const std::size_t es = dtype_size(dtype);
+  const int n = ctx.size();
+  if (count == 0) return;
+  const IslandBlocks blocks(h, count);
+  const Place me = place_of(h, ctx.rank());
+  const std::size_t chunk = chunk_elements(ctx, es);
+  const std::size_t total = static_cast<std::size_t>(n) * count;
+  // The input in packed order (the send buffer itself when the ranks are numbered island by
+  // island), and the partial sums each step leaves, in the same order.
+  const auto* in = static_cast<const std::byte*>(send);
+  std::byte* sums = ctx.phase_buffer((blocks.identity() ? 1 : 2) * total * es);
+  if (!blocks.identity()) {
+    std::byte* packed = sums + total * es;
+    for (int i = 0; i < blocks.islands(); ++i) {
+      const auto& members = blocks.members(i);
+      for (std::size_t q = 0; q < members.size(); ++q) {
+        ctx.copy(packed + blocks.slot(i, static_cast<int>(q)) * es,
+                 in + static_cast<std::size_t>(members[q]) * count * es, count * es);
+      }
+    }
+    in = packed;
+  }
+  const bool across_islands = blocks.islands() > 1;
+  const auto& island = blocks.members(me.island);
+  // 1. Inside the island, island by island: part q of that island's blocks, summed over this
+  // island, to member q (< lanes). The one exchange of a single island completes the sums.
+  for (int target = 0; target < blocks.islands(); ++target) {
+    auto inside = ctx.view(island, kPartsPhase + static_cast<std::uint64_t>(target));
+    const BlockLayout layout =
+        blocks.by_lane(me.island, chunk, [&](int q) { return blocks.part(target, q); });
+    // Members past the lanes own an empty block: any valid pointer.
+    std::byte* own =
+        sums + (me.position < blocks.lanes() ? blocks.part(target, me.position).offset * es : 0);
+    ring_reduce_scatter_blocks(inside, in, own, layout, dtype, op, across_islands ? 0 : n, nullptr);
+  }
+  // 2. Across islands, lane by lane: member p of each island ends with its own island's part p
+  // summed over every island.
+  if (across_islands && me.position < blocks.lanes()) {
+    std::vector<BlockLayout::Range> parts;
+    for (int i = 0; i < blocks.islands(); ++i) parts.push_back(blocks.part(i, me.position));
+    auto across = ctx.view(blocks.lane(me.position), kLanePhase);
+    std::byte* own = sums + blocks.part(me.island, me.position).offset * es;
+    ring_reduce_scatter_blocks(across, sums, own, BlockLayout(std::move(parts), chunk), dtype, op,
+                               n, nullptr);
+  }
+  // 3. Inside the island: member p hands each member of its group (other than itself) its block.
+  auto inside = ctx.view(island, kIslandPhase);
+  const int holder = blocks.lane_of(me.island, me.position);
+  std::vector<Transfer> transfers;
+  if (me.position < blocks.lanes()) {
+    const auto [first, size] = blocks.group(me.island, me.position);
+    for (int q = first; q < first + size; ++q) {
+      if (q == me.position) continue;
+      transfers.push_back(inside.send(q, 0, {sums + blocks.slot(me.island, q) * es, count * es}));
+    }
+  }
+  std::byte* result = sums + blocks.slot(me.island, me.position) * es;
+  if (holder != me.position) {
+    transfers.push_back(inside.recv(holder, 0, {result, count * es}));
+  }
+  inside.wait_all(transfers);
+  ctx.copy(recv, result, count * es);
 }
 
 }  // namespace holmes

@@ -175,6 +175,41 @@ bool fits_board(const Hierarchy& h, double bytes) {
   return h.board_bytes > 0 && bytes <= static_cast<double>(h.board_bytes);
 }
 
+// The hierarchical allgather, or with `reduces` the reduce-scatter (the same steps reversed,
+// reducing on the way; hierarchical.cpp), of `bytes` in all over the ranks of `h`.
+double hierarchical_blocks_us(const Hierarchy& h, const CostModel& m, double bytes, bool reduces) {
+  const Hierarchy::Summary& s = h.summary;
+  if (s.islands > kMaxBlockIslands) return kInfinity;
+  int lanes = h.size();
+  for (const auto& island : h.islands) lanes = std::min(lanes, static_cast<int>(island.size()));
+  const double islands = s.islands;
+  const double block = bytes / h.size();
+  const double part = bytes / islands / lanes;  // an island's share of a lane, islands alike
+  const double reduce_us_per_byte = reduces ? 1.0 / (m.reduce_gbytes_per_s * 1e3) : 0.0;
+  // `steps` ring steps of `piece` bytes over `link`; reductions overlap the transfers.
+  const auto ring = [&](double steps, double piece, const LinkCost& link) {
+    if (steps <= 0) return 0.0;
+    return steps * (link.latency_us + chunks_of(m, piece, m.chunk_bytes) * m.chunk_overhead_us) +
+           steps * std::max(link.transfer_us(piece), piece * reduce_us_per_byte);
+  };
+  const double inside = s.largest_island - 1.0;
+  // Inside the islands: the allgather passes its own blocks around, then the other islands'
+  // parts; the reduce-scatter reduces every island's parts.
+  double t = reduces ? islands * ring(inside, part, s.intra)
+                     : ring(inside, block, s.intra) + (islands - 1) * ring(inside, part, s.intra);
+  if (s.islands > 1) {
+    // The lanes of a host share its uplink.
+    const LinkCost lane{h.other_island.latency_us, h.other_island.gbytes_per_s / s.min_per_host};
+    t += ring(islands - 1, part, lane);
+  }
+  if (reduces && s.largest_island > lanes) {
+    // Lanes hand the rest of their group their blocks.
+    t += std::ceil(static_cast<double>(s.largest_island) / lanes - 1) *
+         (s.intra.latency_us + s.intra.transfer_us(block));
+  }
+  return t;
+}
+
 }  // namespace
 
 const char* tier_name(Tier tier) {
@@ -350,6 +385,9 @@ double predict(const Hierarchy& h, const CostModel& m, CollectiveKind kind, Algo
     case CollectiveKind::kReduceScatter:
     case CollectiveKind::kAllgather:
     case CollectiveKind::kSplit: {
+      if (algorithm == Algorithm::kHierarchical) {
+        return hierarchical_blocks_us(h, m, bytes, kind == CollectiveKind::kReduceScatter);
+      }
       const double block = bytes / n;
       double t = (n - 1) * (s.ring.latency_us + chunks_of(m, block, chunk) * m.chunk_overhead_us +
                             s.ring.transfer_us(block));

@@ -123,6 +123,30 @@ TEST(CostModel, ASlowLinkBetweenIslandsMakesHierarchicalWin) {
   EXPECT_LT(choice.microseconds, 1.3 * bound);
 }
 
+TEST(CostModel, ASlowLinkBetweenIslandsMakesHierarchicalAllgatherAndReduceScatterWin) {
+  CostModel m;
+  m.inter_island = {100, 0.125};  // 1 Gbit/s between islands
+  const Hierarchy h = cluster(2, 2, 2, m);
+  for (const auto kind : {CollectiveKind::kAllgather, CollectiveKind::kReduceScatter}) {
+    const auto choice = choose(h, m, kind, 64e6);
+    EXPECT_EQ(choice.algorithm, Algorithm::kHierarchical) << collective_name(kind);
+    const double ring = predict(h, m, kind, Algorithm::kRing, 64e6);
+    // Ring: (n-1)/n S through one 1 Gbit/s uplink; hierarchical: 4 lanes, two per host uplink,
+    // each carrying the other island's part, S/2 / 4.
+    const double bound = 64e6 / 2 / 4 / (0.125 / 2 * 1e3);
+    EXPECT_GE(choice.microseconds, bound) << collective_name(kind);
+    EXPECT_LT(choice.microseconds, 1.3 * bound) << collective_name(kind);
+    EXPECT_GT(ring / choice.microseconds, 3.0) << collective_name(kind);
+  }
+  // One island: the flat ring (hierarchical would be the same ring with more steps).
+  const Hierarchy one = cluster(1, 2, 4, m);
+  EXPECT_EQ(choose(one, m, CollectiveKind::kAllgather, 64e6).algorithm, Algorithm::kRing);
+  // More islands than the collective tag has phases for: not applicable.
+  const Hierarchy many = cluster(kMaxBlockIslands + 1, 1, 1, m);
+  EXPECT_EQ(predict(many, m, CollectiveKind::kAllgather, Algorithm::kHierarchical, 64e6),
+            std::numeric_limits<double>::infinity());
+}
+
 // Segments of a hierarchical allreduce: none for small messages or one island, then about
 // 8 MiB each, at least 4 and never more than the collective tag has phase numbers for.
 TEST(CostModel, HierarchicalSegmentsGrowWithTheMessageWithinBounds) {
