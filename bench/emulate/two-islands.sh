@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Two islands of two hosts each, emulated on this machine with network namespaces, and one
-# allreduce (float32 sum, 64 MiB) measured on them with
+# allreduce (float32 sum, 64 MiB; or with -c an allgather or reduce_scatter) measured on them with
 #   holmes-auto   Holmes with the cost model's own choice (expected: hier)
 #   holmes-ring   Holmes forced onto its ring (--algo ring)
-#   gloo-ring     gloo::allreduce ring over Gloo's tcp transport
+#   gloo-ring     gloo::allreduce ring over Gloo's tcp transport (allreduce only)
 # Prints the busbw of each, the ratios holmes-auto/gloo-ring and holmes-auto/holmes-ring, and
 # the bound the slow tier sets, then removes every namespace, link and qdisc it made (also on
 # failure and Ctrl-C).
@@ -26,7 +26,7 @@
 # hierarchical allreduce's timeline (README, HOLMES_LOG_LEVEL).
 #
 # Usage: bench/emulate/two-islands.sh [-B BUILD] [-p RANKS_PER_HOST] [-s SIZE] [-n ITERS]
-#                                     [-w WARMUP] [-R RATE] [-t SECONDS] [-P]
+#                                     [-w WARMUP] [-R RATE] [-t SECONDS] [-P] [-c COLLECTIVE]
 #   -B BUILD           build with bin/holmes-bench, holmes-store and gloo-allreduce-bench
 #                      (default: $HOLMES_BUILD or <repo>/build)
 #   -p RANKS_PER_HOST  ranks on each of the 4 hosts (default 2: 8 ranks)
@@ -34,6 +34,7 @@
 #   -n ITERS, -w WARMUP  timed and untimed iterations (default 5 and 1)
 #   -R RATE            inter-island rate per host and direction, tc syntax in Mbit (default 1000)
 #   -t SECONDS         limit of each run (default 180)
+#   -c COLLECTIVE      allreduce (default), allgather or reduce_scatter (SIZE: the whole buffer)
 #   -P                 Holmes measures its links when it starts (HOLMES_COST_PROBE=1) instead of
 #                      being told the shaped rate (HOLMES_COST_INTER_ISLAND); rank 0's log line
 #                      "cost probe ..." (in the output with TWO_ISLANDS_KEEP_TMP=1) has the numbers
@@ -49,7 +50,8 @@ warmup=1
 rate_mbit=1000
 run_timeout=180
 probe=0
-while getopts "B:p:s:n:w:R:t:Ph" opt; do
+collective=allreduce
+while getopts "B:p:s:n:w:R:t:Pc:h" opt; do
   case $opt in
     B) build="$OPTARG" ;;
     p) per_host="$OPTARG" ;;
@@ -59,6 +61,7 @@ while getopts "B:p:s:n:w:R:t:Ph" opt; do
     R) rate_mbit="$OPTARG" ;;
     t) run_timeout="$OPTARG" ;;
     P) probe=1 ;;
+    c) collective="$OPTARG" ;;
     *)
       awk 'NR > 1 && !/^#/ {exit} NR > 1 {sub(/^# ?/, ""); print}' "${BASH_SOURCE[0]}"
       exit 2
@@ -76,6 +79,8 @@ for v in per_host iters warmup rate_mbit run_timeout; do
   [[ ${!v} =~ ^[0-9]+$ ]] || die "$v wants a whole number, not '${!v}'"
 done
 ((per_host >= 1)) || die "-p wants at least 1 rank per host"
+[[ $collective =~ ^(allreduce|allgather|reduce_scatter)$ ]] ||
+  die "-c wants allreduce, allgather or reduce_scatter, not '$collective'"
 ((EUID == 0)) || die "needs root (network namespaces, veth, tc)"
 bin="$build/bin"
 for tool in holmes-bench holmes-store gloo-allreduce-bench; do
@@ -276,7 +281,7 @@ holmes_rank_cmd() {
     "$(if ((probe)); then echo HOLMES_COST_PROBE=1; else
       echo "HOLMES_COST_INTER_ISLAND=100,$(awk -v m="$rate_mbit" 'BEGIN {print m / 8000}')"; fi)" \
     "HOLMES_LOG_LEVEL=${HOLMES_LOG_LEVEL:-info}" HOLMES_TIMEOUT_MS=$((run_timeout * 1000)) \
-    "$bin/holmes-bench" allreduce -b "$size" -e "$size" -n "$iters" -w "$warmup" --check \
+    "$bin/holmes-bench" "$collective" -b "$size" -e "$size" -n "$iters" -w "$warmup" --check \
     --algo "$holmes_algo"
   ((r == 0)) && printf '%s\n' --csv "$tmp/$name.csv"
   return 0
@@ -344,7 +349,9 @@ uplink_bytes() {
 }
 
 started=$SECONDS
-for name in holmes-auto holmes-ring gloo-ring; do
+runs=(holmes-auto holmes-ring)
+[[ $collective == allreduce ]] && runs+=(gloo-ring)
+for name in "${runs[@]}"; do
   begun=$SECONDS
   read -ra before <<<"$(uplink_bytes)"
   case $name in
@@ -366,14 +373,16 @@ done
 transports="$(grep -m 1 -o 'rank 0/.*' "$tmp/holmes-auto.rank0.log" | sed 's/^[^)]*): //' || true)"
 auto_algo="$(csv_field holmes-auto algorithm)"
 
-# The slow tier's bound: each island must send the other 2(G-1)/G x S over its hosts' uplinks.
+# The slow tier's bound: each island must send the other 2(G-1)/G x S over its hosts' uplinks
+# for an allreduce, (G-1)/G x S for an allgather or reduce-scatter.
 /usr/bin/python3 - "$size_bytes" "$ranks" "$rate_mbit" "$uplink_mbit" "$tmp" "$auto_algo" \
-  "$transports" <<'EOF'
+  "$transports" "$collective" <<'EOF'
 import csv, sys
-size, ranks, rate_mbit, uplink_mbit, tmp, auto_algo, transports = sys.argv[1:]
+size, ranks, rate_mbit, uplink_mbit, tmp, auto_algo, transports, collective = sys.argv[1:]
 size, ranks, rate_mbit, uplink_mbit = int(size), int(ranks), float(rate_mbit), float(uplink_mbit)
 islands, hosts_per_island = 2, 2
-factor = 2 * (ranks - 1) / ranks  # busbw = algbw x factor
+passes = 2 if collective == "allreduce" else 1
+factor = passes * (ranks - 1) / ranks  # busbw = algbw x factor (nccl-tests)
 
 
 def row(name):
@@ -383,12 +392,13 @@ def row(name):
 
 def bound(bits_per_s_per_host):
     uplink = hosts_per_island * bits_per_s_per_host / 8  # bytes/s out of one island
-    seconds = 2 * (islands - 1) / islands * size / uplink
+    seconds = passes * (islands - 1) / islands * size / uplink
     return seconds, size / seconds / 1e9 * factor
 
 
-runs = {name: row(name) for name in ("holmes-auto", "holmes-ring", "gloo-ring")}
-print(f"# two islands x {hosts_per_island} hosts, {ranks} ranks, allreduce float32 {size} B, "
+names = ("holmes-auto", "holmes-ring") + (("gloo-ring",) if collective == "allreduce" else ())
+runs = {name: row(name) for name in names}
+print(f"# two islands x {hosts_per_island} hosts, {ranks} ranks, {collective} float32 {size} B, "
       f"uplinks {rate_mbit:g} Mbit/s per host (measured {uplink_mbit:g})")
 if transports:
     print(f"# holmes rank 0's peers: {transports}")
@@ -396,7 +406,7 @@ print(f"{'run':<13} {'algo':>5} {'time(us)':>12} {'busbw':>8} {'busbw(ip)':>10}"
 for name, r in runs.items():
     print(f"{name:<13} {r.get('algorithm', 'ring'):>5} {float(r['time_us']):12.0f} "
           f"{float(r['busbw']):8.3f} {float(r['busbw_inplace']):10.3f}")
-auto, ring, gloo = (float(runs[n]["busbw"]) for n in ("holmes-auto", "holmes-ring", "gloo-ring"))
+auto, ring = (float(runs[n]["busbw"]) for n in ("holmes-auto", "holmes-ring"))
 nominal_s, nominal_busbw = bound(rate_mbit * 1e6)
 measured_s, measured_busbw = bound(uplink_mbit * 1e6) if uplink_mbit > 0 else (0, 0)
 print(f"bound (slow tier, nominal {rate_mbit:g} Mbit/s): time >= {nominal_s * 1e6:.0f} us, "
@@ -404,7 +414,9 @@ print(f"bound (slow tier, nominal {rate_mbit:g} Mbit/s): time >= {nominal_s * 1e
 if measured_busbw:
     print(f"bound (slow tier, iperf3 {uplink_mbit:g} Mbit/s): time >= {measured_s * 1e6:.0f} us, "
           f"busbw <= {measured_busbw:.3f} GB/s")
-print(f"holmes-auto ({auto_algo}) / gloo-ring   : {auto / gloo:.2f}x  (target >= 2.5)")
+if "gloo-ring" in runs:
+    gloo = float(runs["gloo-ring"]["busbw"])
+    print(f"holmes-auto ({auto_algo}) / gloo-ring   : {auto / gloo:.2f}x  (target >= 2.5)")
 print(f"holmes-auto ({auto_algo}) / holmes-ring : {auto / ring:.2f}x")
 print(f"holmes-auto / bound (nominal)   : {auto / nominal_busbw:.2f}  (target >= 0.85)")
 if measured_busbw:
