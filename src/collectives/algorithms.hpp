@@ -68,10 +68,11 @@ void hierarchical_reduce(CollectiveContext& ctx, const Hierarchy& h, const CostM
                          const void* send, void* recv, std::size_t count, hm_dtype_t dtype,
                          hm_op_t op, int root);
 // `count` is per rank, as in the calls.
-void hierarchical_allgather(CollectiveContext& ctx, const Hierarchy& h, const void* send,
-                            void* recv, std::size_t count, hm_dtype_t dtype);
-void hierarchical_reduce_scatter(CollectiveContext& ctx, const Hierarchy& h, const void* send,
-                                 void* recv, std::size_t count, hm_dtype_t dtype, hm_op_t op);
+void hierarchical_allgather(CollectiveContext& ctx, const Hierarchy& h, const CostModel& model,
+                            const void* send, void* recv, std::size_t count, hm_dtype_t dtype);
+void hierarchical_reduce_scatter(CollectiveContext& ctx, const Hierarchy& h, const CostModel& model,
+                                 const void* send, void* recv, std::size_t count, hm_dtype_t dtype,
+                                 hm_op_t op);
 
 // Building blocks. AVG reduces as SUM and divides by `average_over` where a result is complete
 // (0: never, for a phase whose result is not final).

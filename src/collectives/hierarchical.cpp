@@ -112,9 +112,11 @@ struct TurnAborted {};
 
 class PhaseTurns {
  public:
-  // `progress` (may be nullptr) counts the communicator's completed transfers.
-  PhaseTurns(std::chrono::milliseconds timeout, const std::atomic<std::uint64_t>* progress)
-      : timeout_(timeout), progress_(progress), next_(kPhasesPerDescent, 0) {}
+  // `phases`: the phases each segment takes (numbered from 0); `progress` (may be nullptr)
+  // counts the communicator's completed transfers.
+  PhaseTurns(std::size_t phases, std::chrono::milliseconds timeout,
+             const std::atomic<std::uint64_t>* progress)
+      : timeout_(timeout), progress_(progress), next_(phases, 0) {}
 
   // Waits for `segment`'s turn in `phase`. A phase of the segment before may rightly take longer
   // than the timeout (many transfers on a slow link, each within it), so the wait fails with
@@ -126,7 +128,7 @@ class PhaseTurns {
       if (cv_.wait_for(lock, timeout_, [&] { return aborted_ || next_[phase] == segment; })) break;
       if (transfers() == seen) {
         fail(HM_ERR_TIMEOUT,
-             "hierarchical allreduce: segment {} waited {} ms for segment {} to finish phase {}, "
+             "hierarchical collective: segment {} waited {} ms for segment {} to finish phase {}, "
              "and no transfer completed meanwhile",
              segment, timeout_.count(), next_[phase], phase);
       }
@@ -260,6 +262,39 @@ struct SegmentTurn {
   }
 };
 
+// Runs `segment(s, scratch, turn)` for every segment s of a hierarchical collective: one segment
+// inline, several on threads of their own that take each of the `phases` phases in turn
+// (PhaseTurns), each with its own scratch. A failure ends the other segments' waits; the first
+// is rethrown.
+template <typename Segment>
+void run_segments(const CollectiveContext& ctx, int segments, std::size_t phases,
+                  PhaseTimeline* timeline, Segment&& segment) {
+  if (segments <= 1) {
+    segment(0, static_cast<ScratchSpace*>(nullptr), SegmentTurn{});
+    return;
+  }
+  std::vector<ScratchSpace> scratch(static_cast<std::size_t>(segments));
+  std::vector<std::exception_ptr> errors(static_cast<std::size_t>(segments));
+  PhaseTurns turns(phases, ctx.timeout(), ctx.progress());
+  std::vector<std::thread> threads;
+  for (int s = 0; s < segments; ++s) {
+    threads.emplace_back([&, s] {
+      try {
+        segment(s, &scratch[static_cast<std::size_t>(s)], SegmentTurn{&turns, s, timeline});
+      } catch (const TurnAborted&) {
+        // Another segment failed first; its error is the one reported.
+      } catch (...) {
+        errors[static_cast<std::size_t>(s)] = std::current_exception();
+        turns.abort();
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (const auto& e : errors) {
+    if (e) std::rethrow_exception(e);
+  }
+}
+
 // Allreduce over `ranks` (communicator ranks, this rank among them) from `level` down: inside
 // each group of this level (a host, an island) a ring reduce-scatter into M shards (M = size of
 // the smallest group), shard p allreduced by the ranks at position p of every group one level
@@ -365,37 +400,17 @@ void hierarchical_allreduce(CollectiveContext& ctx, const Hierarchy& h, const Co
   std::vector<int> everyone(static_cast<std::size_t>(ctx.size()));
   for (int r = 0; r < ctx.size(); ++r) everyone[static_cast<std::size_t>(r)] = r;
   const int segments = ctx.on_device() ? 1 : hierarchical_segments(h, model, count * es);
-  if (segments <= 1) {
-    descend(ctx, h, model, everyone, 0, in, out, count, dtype, op, kFirst, nullptr, {});
-    return;
-  }
   const BlockLayout parts(count, segments, count);
-  std::vector<ScratchSpace> scratch(static_cast<std::size_t>(segments));
-  std::vector<std::exception_ptr> errors(static_cast<std::size_t>(segments));
-  PhaseTurns turns(ctx.timeout(), ctx.progress());
   std::optional<PhaseTimeline> timeline;
-  if (logger().should_log(spdlog::level::debug)) timeline.emplace();
+  if (segments > 1 && logger().should_log(spdlog::level::debug)) timeline.emplace();
   PhaseTimeline* const timing = timeline ? &*timeline : nullptr;
-  std::vector<std::thread> threads;
-  for (int s = 0; s < segments; ++s) {
-    threads.emplace_back([&, s] {
-      try {
-        const std::size_t at = parts.block_start(s);
-        descend(ctx, h, model, everyone, 0, in + at * es, out + at * es, parts.block_size(s), dtype,
-                op, kFirst + kPhasesPerDescent * static_cast<std::uint64_t>(s),
-                &scratch[static_cast<std::size_t>(s)], SegmentTurn{&turns, s, timing});
-      } catch (const TurnAborted&) {
-        // Another segment failed first; its error is the one reported.
-      } catch (...) {
-        errors[static_cast<std::size_t>(s)] = std::current_exception();
-        turns.abort();
-      }
-    });
-  }
-  for (auto& t : threads) t.join();
-  for (const auto& e : errors) {
-    if (e) std::rethrow_exception(e);
-  }
+  run_segments(ctx, segments, kPhasesPerDescent, timing,
+               [&](int s, ScratchSpace* scratch, const SegmentTurn& turn) {
+                 const std::size_t at = parts.block_start(s);
+                 descend(ctx, h, model, everyone, 0, in + at * es, out + at * es,
+                         parts.block_size(s), dtype, op,
+                         kFirst + kPhasesPerDescent * static_cast<std::uint64_t>(s), scratch, turn);
+               });
   if (timing != nullptr) timing->log(count * es, segments);
 }
 
@@ -461,42 +476,52 @@ namespace {
 // are packed one after the other (island-major: the members' blocks in island order), and each
 // island's members are cut into L groups (L = size of the smallest island): group p's blocks are
 // the part of the island that lane p (the p-th member of every island) carries across islands.
-// When the ranks are already numbered island by island, the packed order is the rank order and
-// the caller's buffers are used as they are.
+// A block is `count` elements at `base` + its packed index x `stride` (a segment's piece of
+// every block: its offset in the block, and the whole block's size).
 class IslandBlocks {
  public:
-  IslandBlocks(const Hierarchy& h, std::size_t count) : h_(h), count_(count) {
+  IslandBlocks(const Hierarchy& h, std::size_t count, std::size_t stride, std::size_t base)
+      : h_(h), count_(count), stride_(stride), base_(base) {
     lanes_ = h.size();
-    std::size_t offset = 0;
-    identity_ = true;
+    std::size_t index = 0;
     for (const auto& island : h.islands) {
       lanes_ = std::min(lanes_, static_cast<int>(island.size()));
-      island_offset_.push_back(offset);
+      island_index_.push_back(index);
       for (int rank : island) {
-        identity_ = identity_ && static_cast<std::size_t>(rank) * count == offset;
-        offset += count;
+        identity_ = identity_ && static_cast<std::size_t>(rank) == index;
+        ++index;
       }
     }
+    for (const auto& island : h.islands) {
+      uniform_ = uniform_ && static_cast<int>(island.size()) == lanes_;
+    }
   }
+  IslandBlocks(const Hierarchy& h, std::size_t count) : IslandBlocks(h, count, count, 0) {}
 
   int lanes() const { return lanes_; }
   int islands() const { return static_cast<int>(h_.islands.size()); }
+  std::size_t count() const { return count_; }  // elements per block
   const std::vector<int>& members(int island) const {
     return h_.islands[static_cast<std::size_t>(island)];
   }
   // True when the packed order is the rank order.
   bool identity() const { return identity_; }
-  // The packed offset (elements) of member `position` of `island`.
+  // True when every island has L members: every group is one member, so every part is one
+  // block (contiguous whatever the stride).
+  bool uniform() const { return uniform_; }
+  // The offset (elements) of member `position` of `island`.
   std::size_t slot(int island, int position) const {
-    return island_offset_[static_cast<std::size_t>(island)] +
-           static_cast<std::size_t>(position) * count_;
+    return base_ +
+           (island_index_[static_cast<std::size_t>(island)] + static_cast<std::size_t>(position)) *
+               stride_;
   }
   // Members of `island` in group `part` (< lanes()): [first, first + size).
   std::pair<int, int> group(int island, int part) const {
     const BlockLayout groups(members(island).size(), lanes_, 1);
     return {static_cast<int>(groups.block_start(part)), static_cast<int>(groups.block_size(part))};
   }
-  // Part `part` of `island` in the packed buffer.
+  // Part `part` of `island`: contiguous when blocks are packed (stride == count) or groups are
+  // single members.
   BlockLayout::Range part(int island, int part) const {
     const auto [first, size] = group(island, part);
     return {slot(island, first), static_cast<std::size_t>(size) * count_};
@@ -530,134 +555,238 @@ class IslandBlocks {
  private:
   const Hierarchy& h_;
   std::size_t count_;
+  std::size_t stride_;
+  std::size_t base_;
   int lanes_ = 1;
   bool identity_ = true;
-  std::vector<std::size_t> island_offset_;
+  bool uniform_ = true;
+  std::vector<std::size_t> island_index_;  // packed index of each island's first member
 };
 
-// Phases of the hierarchical allgather and reduce-scatter: the island level, the lanes, then
-// one phase per island for the island level's exchange of that island's parts.
-enum BlockPhase : std::uint64_t { kIslandPhase = 1, kLanePhase = 2, kPartsPhase = 3 };
-static_assert(kPartsPhase + kMaxBlockIslands <= 63);
+// Phases of one segment of the hierarchical allgather and reduce-scatter (from the segment's
+// first phase): the island level, the lanes, then one per island for the island level's
+// exchange of that island's parts.
+constexpr std::uint64_t kIslandPhase = 0;
+constexpr std::uint64_t kLanePhase = 1;
+constexpr std::uint64_t kPartsPhase = 2;
+std::uint64_t block_phases(const Hierarchy& h) { return kPartsPhase + h.islands.size(); }
+static_assert(kFirst + kPartsPhase + kMaxBlockIslands <= 64);
 
-}  // namespace
+// Segments of a hierarchical allgather or reduce-scatter of `bytes` in all: as for allreduce
+// (hierarchical_segments), as long as every segment's phases have numbers in the tag.
+int block_segments(const CollectiveContext& ctx, const Hierarchy& h, const CostModel& model,
+                   double bytes) {
+  if (ctx.on_device()) return 1;  // device staging and kernels are not shared between threads
+  const auto fit = static_cast<int>((64 - kFirst) / block_phases(h));
+  return std::max(1, std::min(hierarchical_segments(h, model, bytes), fit));
+}
 
-void hierarchical_allgather(CollectiveContext& ctx, const Hierarchy& h, const void* send,
-                            void* recv, std::size_t count, hm_dtype_t dtype) {
-  const std::size_t es = dtype_size(dtype);
-  const int n = ctx.size();
-  auto* out = static_cast<std::byte*>(recv);
-  if (count == 0) return;
-  const IslandBlocks blocks(h, count);
-  const Place me = place_of(h, ctx.rank());
-  const std::size_t chunk = chunk_elements(ctx, es);
-  // The packed buffer: the output itself when the ranks are numbered island by island.
-  std::byte* packed =
-      blocks.identity() ? out : ctx.phase_buffer(static_cast<std::size_t>(n) * count * es);
-  ctx.copy(packed + blocks.slot(me.island, me.position) * es, send, count * es);
+// The views of one segment: `first_phase` on, with the segment's scratch when it has its own.
+struct SegmentViews {
+  const CollectiveContext& top;
+  std::uint64_t first_phase;
+  ScratchSpace* scratch;
+  CollectiveContext operator()(std::vector<int> members, std::uint64_t phase) const {
+    return scratch != nullptr ? top.view(std::move(members), first_phase + phase, *scratch)
+                              : top.view(std::move(members), first_phase + phase);
+  }
+};
 
-  // 1. Inside the island: every member's block to every member.
+// One segment of an allgather over `packed`, which holds the segment's blocks island by island
+// (IslandBlocks), this rank's own already in place.
+void allgather_segment(const SegmentViews& view, const IslandBlocks& blocks, const Place& me,
+                       std::byte* packed, hm_dtype_t dtype, const SegmentTurn& turn) {
+  const std::size_t chunk = chunk_elements(view.top, dtype_size(dtype));
   const auto& island = blocks.members(me.island);
-  {
-    std::vector<BlockLayout::Range> own;
-    for (std::size_t q = 0; q < island.size(); ++q) {
-      own.push_back({blocks.slot(me.island, static_cast<int>(q)), count});
-    }
-    auto inside = ctx.view(island, kIslandPhase);
-    ring_allgather_blocks(inside, packed, BlockLayout(std::move(own), chunk), dtype);
+  // 1. Inside the island: every member's block to every member.
+  std::vector<BlockLayout::Range> own;
+  for (std::size_t q = 0; q < island.size(); ++q) {
+    own.push_back({blocks.slot(me.island, static_cast<int>(q)), blocks.count()});
   }
-  if (blocks.islands() > 1) {
-    // 2. Across islands, lane by lane: member p of each island brings its island's part p.
-    if (me.position < blocks.lanes()) {
-      std::vector<BlockLayout::Range> parts;
-      for (int i = 0; i < blocks.islands(); ++i) parts.push_back(blocks.part(i, me.position));
-      auto across = ctx.view(blocks.lane(me.position), kLanePhase);
-      ring_allgather_blocks(across, packed, BlockLayout(std::move(parts), chunk), dtype);
-    }
-    // 3. Inside the island again: the parts of every other island its lanes brought.
-    for (int other = 0; other < blocks.islands(); ++other) {
-      if (other == me.island) continue;
-      auto inside = ctx.view(island, kPartsPhase + static_cast<std::uint64_t>(other));
-      ring_allgather_blocks(
-          inside, packed,
-          blocks.by_lane(me.island, chunk, [&](int q) { return blocks.part(other, q); }), dtype);
-    }
+  const BlockLayout own_layout(std::move(own), chunk);
+  auto inside = view(island, kIslandPhase);
+  turn.run(kIslandPhase, [&] { ring_allgather_blocks(inside, packed, own_layout, dtype); });
+  if (blocks.islands() == 1) return;
+  // 2. Across islands, lane by lane: member p of each island brings its island's part p.
+  if (me.position < blocks.lanes()) {
+    std::vector<BlockLayout::Range> parts;
+    for (int i = 0; i < blocks.islands(); ++i) parts.push_back(blocks.part(i, me.position));
+    const BlockLayout layout(std::move(parts), chunk);
+    auto across = view(blocks.lane(me.position), kLanePhase);
+    turn.run(kLanePhase, [&] { ring_allgather_blocks(across, packed, layout, dtype); });
   }
-  if (!blocks.identity()) {
-    for (int i = 0; i < blocks.islands(); ++i) {
-      const auto& members = blocks.members(i);
-      for (std::size_t q = 0; q < members.size(); ++q) {
-        ctx.copy(out + static_cast<std::size_t>(members[q]) * count * es,
-                 packed + blocks.slot(i, static_cast<int>(q)) * es, count * es);
-      }
-    }
+  // 3. Inside the island again: the parts of every other island its lanes brought.
+  for (int other = 0; other < blocks.islands(); ++other) {
+    if (other == me.island) continue;
+    const auto phase = kPartsPhase + static_cast<std::uint64_t>(other);
+    const BlockLayout layout =
+        blocks.by_lane(me.island, chunk, [&](int q) { return blocks.part(other, q); });
+    auto parts = view(island, phase);
+    turn.run(phase, [&] { ring_allgather_blocks(parts, packed, layout, dtype); });
   }
 }
 
-void hierarchical_reduce_scatter(CollectiveContext& ctx, const Hierarchy& h, const void* send,
-                                 void* recv, std::size_t count, hm_dtype_t dtype, hm_op_t op) {
+// One segment of a reduce-scatter: `in` holds every rank's input for the segment's blocks
+// island by island; `sums` (the same size) takes the partial sums; this rank's block ends in
+// `result`.
+void reduce_scatter_segment(const SegmentViews& view, const IslandBlocks& blocks, const Place& me,
+                            int ranks, const std::byte* in, std::byte* sums, std::byte* result,
+                            hm_dtype_t dtype, hm_op_t op, const SegmentTurn& turn) {
   const std::size_t es = dtype_size(dtype);
-  const int n = ctx.size();
-  if (count == 0) return;
-  const IslandBlocks blocks(h, count);
-  const Place me = place_of(h, ctx.rank());
-  const std::size_t chunk = chunk_elements(ctx, es);
-  const std::size_t total = static_cast<std::size_t>(n) * count;
-  // The input in packed order (the send buffer itself when the ranks are numbered island by
-  // island), and the partial sums each step leaves, in the same order.
-  const auto* in = static_cast<const std::byte*>(send);
-  std::byte* sums = ctx.phase_buffer((blocks.identity() ? 1 : 2) * total * es);
-  if (!blocks.identity()) {
-    std::byte* packed = sums + total * es;
-    for (int i = 0; i < blocks.islands(); ++i) {
-      const auto& members = blocks.members(i);
-      for (std::size_t q = 0; q < members.size(); ++q) {
-        ctx.copy(packed + blocks.slot(i, static_cast<int>(q)) * es,
-                 in + static_cast<std::size_t>(members[q]) * count * es, count * es);
-      }
-    }
-    in = packed;
-  }
+  const std::size_t chunk = chunk_elements(view.top, es);
   const bool across_islands = blocks.islands() > 1;
   const auto& island = blocks.members(me.island);
   // 1. Inside the island, island by island: part q of that island's blocks, summed over this
   // island, to member q (< lanes). The one exchange of a single island completes the sums.
   for (int target = 0; target < blocks.islands(); ++target) {
-    auto inside = ctx.view(island, kPartsPhase + static_cast<std::uint64_t>(target));
+    const auto phase = kPartsPhase + static_cast<std::uint64_t>(target);
     const BlockLayout layout =
         blocks.by_lane(me.island, chunk, [&](int q) { return blocks.part(target, q); });
     // Members past the lanes own an empty block: any valid pointer.
     std::byte* own =
         sums + (me.position < blocks.lanes() ? blocks.part(target, me.position).offset * es : 0);
-    ring_reduce_scatter_blocks(inside, in, own, layout, dtype, op, across_islands ? 0 : n, nullptr);
+    auto inside = view(island, phase);
+    turn.run(phase, [&] {
+      ring_reduce_scatter_blocks(inside, in, own, layout, dtype, op, across_islands ? 0 : ranks,
+                                 nullptr);
+    });
   }
   // 2. Across islands, lane by lane: member p of each island ends with its own island's part p
   // summed over every island.
   if (across_islands && me.position < blocks.lanes()) {
     std::vector<BlockLayout::Range> parts;
     for (int i = 0; i < blocks.islands(); ++i) parts.push_back(blocks.part(i, me.position));
-    auto across = ctx.view(blocks.lane(me.position), kLanePhase);
+    const BlockLayout layout(std::move(parts), chunk);
     std::byte* own = sums + blocks.part(me.island, me.position).offset * es;
-    ring_reduce_scatter_blocks(across, sums, own, BlockLayout(std::move(parts), chunk), dtype, op,
-                               n, nullptr);
+    auto across = view(blocks.lane(me.position), kLanePhase);
+    turn.run(kLanePhase, [&] {
+      ring_reduce_scatter_blocks(across, sums, own, layout, dtype, op, ranks, nullptr);
+    });
   }
   // 3. Inside the island: member p hands each member of its group (other than itself) its block.
-  auto inside = ctx.view(island, kIslandPhase);
-  const int holder = blocks.lane_of(me.island, me.position);
-  std::vector<Transfer> transfers;
-  if (me.position < blocks.lanes()) {
-    const auto [first, size] = blocks.group(me.island, me.position);
-    for (int q = first; q < first + size; ++q) {
-      if (q == me.position) continue;
-      transfers.push_back(inside.send(q, 0, {sums + blocks.slot(me.island, q) * es, count * es}));
+  const std::size_t bytes = blocks.count() * es;
+  std::byte* mine = sums + blocks.slot(me.island, me.position) * es;
+  auto inside = view(island, kIslandPhase);
+  turn.run(kIslandPhase, [&] {
+    std::vector<Transfer> transfers;
+    if (me.position < blocks.lanes()) {
+      const auto [first, size] = blocks.group(me.island, me.position);
+      for (int q = first; q < first + size; ++q) {
+        if (q == me.position) continue;
+        transfers.push_back(inside.send(q, 0, {sums + blocks.slot(me.island, q) * es, bytes}));
+      }
+    }
+    const int holder = blocks.lane_of(me.island, me.position);
+    if (holder != me.position) transfers.push_back(inside.recv(holder, 0, {mine, bytes}));
+    inside.wait_all(transfers);
+  });
+  inside.copy(result, mine, bytes);
+}
+
+// Copies every rank's blocks between the rank order of the caller's buffer (`count` elements
+// per rank) and the segments' packed order (segment after segment, each island by island).
+// `pack`: from `ranked_in` into `packed`; else out of `packed` into `ranked`. `own_only`: only
+// this rank's block, and `ranked_in` is that block alone.
+void repack(CollectiveContext& ctx, const Hierarchy& h, const BlockLayout& pieces, int segments,
+            std::size_t count, std::size_t es, std::byte* packed, std::byte* ranked,
+            const std::byte* ranked_in, bool pack, bool own_only) {
+  const auto n = static_cast<std::size_t>(h.size());
+  for (int s = 0; s < segments; ++s) {
+    const std::size_t start = pieces.block_start(s);
+    const std::size_t size = pieces.block_size(s);
+    if (size == 0) continue;
+    const IslandBlocks blocks(h, size);
+    for (int i = 0; i < blocks.islands(); ++i) {
+      const auto& members = blocks.members(i);
+      for (std::size_t q = 0; q < members.size(); ++q) {
+        const int rank = members[q];
+        if (own_only && rank != ctx.rank()) continue;
+        std::byte* in_packed = packed + (n * start + blocks.slot(i, static_cast<int>(q))) * es;
+        const std::size_t at =
+            ((own_only ? 0 : static_cast<std::size_t>(rank) * count) + start) * es;
+        if (pack) {
+          ctx.copy(in_packed, ranked_in + at, size * es);
+        } else {
+          ctx.copy(ranked + at, in_packed, size * es);
+        }
+      }
     }
   }
-  std::byte* result = sums + blocks.slot(me.island, me.position) * es;
-  if (holder != me.position) {
-    transfers.push_back(inside.recv(holder, 0, {result, count * es}));
+}
+
+}  // namespace
+
+void hierarchical_allgather(CollectiveContext& ctx, const Hierarchy& h, const CostModel& model,
+                            const void* send, void* recv, std::size_t count, hm_dtype_t dtype) {
+  const std::size_t es = dtype_size(dtype);
+  const auto n = static_cast<std::size_t>(ctx.size());
+  auto* out = static_cast<std::byte*>(recv);
+  if (count == 0) return;
+  const Place me = place_of(h, ctx.rank());
+  // Large buffers go in segments whose phases overlap (as allreduce's): segment s is piece s of
+  // every rank's block.
+  const int segments = block_segments(ctx, h, model, static_cast<double>(n * count * es));
+  const BlockLayout pieces(count, segments, count);
+  // The output itself holds the blocks when the ranks are numbered island by island and every
+  // part is contiguous there (one segment, or islands alike); else a packed copy, segment after
+  // segment, each island by island.
+  const IslandBlocks whole(h, count);
+  const bool direct = whole.identity() && (segments == 1 || whole.uniform());
+  std::byte* packed = direct ? out : ctx.phase_buffer(n * count * es);
+  if (direct) {
+    ctx.copy(out + static_cast<std::size_t>(ctx.rank()) * count * es, send, count * es);
+  } else {
+    repack(ctx, h, pieces, segments, count, es, packed, nullptr,
+           static_cast<const std::byte*>(send), true, true);
   }
-  inside.wait_all(transfers);
-  ctx.copy(recv, result, count * es);
+  const std::uint64_t phases = block_phases(h);
+  run_segments(
+      ctx, segments, phases, nullptr, [&](int s, ScratchSpace* scratch, const SegmentTurn& turn) {
+        const std::size_t size = pieces.block_size(s);
+        const std::size_t start = pieces.block_start(s);
+        const IslandBlocks blocks =
+            direct ? IslandBlocks(h, size, count, start) : IslandBlocks(h, size);
+        std::byte* buffer = direct ? out : packed + n * start * es;
+        const SegmentViews view{ctx, kFirst + phases * static_cast<std::uint64_t>(s), scratch};
+        allgather_segment(view, blocks, me, buffer, dtype, turn);
+      });
+  if (!direct) repack(ctx, h, pieces, segments, count, es, packed, out, nullptr, false, false);
+}
+
+void hierarchical_reduce_scatter(CollectiveContext& ctx, const Hierarchy& h, const CostModel& model,
+                                 const void* send, void* recv, std::size_t count, hm_dtype_t dtype,
+                                 hm_op_t op) {
+  const std::size_t es = dtype_size(dtype);
+  const auto n = static_cast<std::size_t>(ctx.size());
+  if (count == 0) return;
+  const Place me = place_of(h, ctx.rank());
+  const int segments = block_segments(ctx, h, model, static_cast<double>(n * count * es));
+  const BlockLayout pieces(count, segments, count);
+  const std::size_t total = n * count;
+  // The input where it is when the ranks are numbered island by island and every part is
+  // contiguous there (one segment, or islands alike), else a packed copy (as for allgather);
+  // the partial sums in the same layout.
+  const IslandBlocks whole(h, count);
+  const bool direct = whole.identity() && (segments == 1 || whole.uniform());
+  std::byte* sums = ctx.phase_buffer((direct ? 1 : 2) * total * es);
+  const auto* in = static_cast<const std::byte*>(send);
+  if (!direct) {
+    std::byte* packed = sums + total * es;
+    repack(ctx, h, pieces, segments, count, es, packed, nullptr, in, true, false);
+    in = packed;
+  }
+  const std::uint64_t phases = block_phases(h);
+  run_segments(
+      ctx, segments, phases, nullptr, [&](int s, ScratchSpace* scratch, const SegmentTurn& turn) {
+        const std::size_t size = pieces.block_size(s);
+        const std::size_t start = pieces.block_start(s);
+        const IslandBlocks blocks =
+            direct ? IslandBlocks(h, size, count, start) : IslandBlocks(h, size);
+        const std::size_t at = direct ? 0 : n * start * es;
+        const SegmentViews view{ctx, kFirst + phases * static_cast<std::uint64_t>(s), scratch};
+        reduce_scatter_segment(view, blocks, me, ctx.size(), in + at, sums + at,
+                               static_cast<std::byte*>(recv) + start * es, dtype, op, turn);
+      });
 }
 
 }  // namespace holmes

@@ -513,13 +513,14 @@ void CommunicatorImpl::run(CollectiveContext& ctx, const CollectiveCall& call,
       }
     case CollectiveKind::kReduceScatter:
       if (algorithm == Algorithm::kHierarchical) {
-        return hierarchical_reduce_scatter(ctx, h, call.send, call.recv, call.count, call.dtype,
-                                           call.op);
+        return hierarchical_reduce_scatter(ctx, h, cost_model_, call.send, call.recv, call.count,
+                                           call.dtype, call.op);
       }
       return ring_reduce_scatter(ctx, call.send, call.recv, call.count, call.dtype, call.op);
     case CollectiveKind::kAllgather:
       if (algorithm == Algorithm::kHierarchical) {
-        return hierarchical_allgather(ctx, h, call.send, call.recv, call.count, call.dtype);
+        return hierarchical_allgather(ctx, h, cost_model_, call.send, call.recv, call.count,
+                                      call.dtype);
       }
       return ring_allgather(ctx, call.send, call.recv, call.count, call.dtype);
     case CollectiveKind::kSplit:
