@@ -71,8 +71,8 @@ const std::vector<Algorithm>& algorithms_for(CollectiveKind kind) {
   static const std::vector<Algorithm> kRooted = {
       Algorithm::kChain, Algorithm::kTree, Algorithm::kHierarchical, Algorithm::kSharedMemory};
   static const std::vector<Algorithm> kAlltoall = {Algorithm::kPairwise};
-  static const std::vector<Algorithm> kBarrier = {Algorithm::kDissemination,
-                                                  Algorithm::kSharedMemory};
+  static const std::vector<Algorithm> kBarrier = {
+      Algorithm::kDissemination, Algorithm::kHierarchical, Algorithm::kSharedMemory};
   switch (kind) {
     case CollectiveKind::kAllreduce:
       return kAllreduce;

@@ -401,6 +401,11 @@ double predict(const Hierarchy& h, const CostModel& m, CollectiveKind kind, Algo
       return kInfinity;  // never chosen: it runs as it is (CommunicatorImpl::calibrate)
     case CollectiveKind::kBarrier:
       if (algorithm == Algorithm::kSharedMemory) return h.same_host.latency_us;
+      if (algorithm == Algorithm::kHierarchical) {
+        // Arrive and release inside the islands, the leaders across in between.
+        return 2 * ceil_log2(s.largest_island) * (s.intra.latency_us + m.chunk_overhead_us) +
+               ceil_log2(s.islands) * (h.other_island.latency_us + m.chunk_overhead_us);
+      }
       return ceil_log2(n) * (s.any.latency_us + m.chunk_overhead_us);
   }
   return kInfinity;

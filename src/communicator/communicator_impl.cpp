@@ -568,6 +568,7 @@ void CommunicatorImpl::run(CollectiveContext& ctx, const CollectiveCall& call,
       return pairwise_alltoall(ctx, call.send, call.recv, call.count, call.dtype);
     case CollectiveKind::kBarrier:
       if (algorithm == Algorithm::kSharedMemory) return shared_memory_barrier(ctx);
+      if (algorithm == Algorithm::kHierarchical) return hierarchical_barrier(ctx, h);
       return dissemination_barrier(ctx);
   }
 }

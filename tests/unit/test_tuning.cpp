@@ -138,6 +138,8 @@ TEST(CostModel, ASlowLinkBetweenIslandsMakesHierarchicalAllgatherAndReduceScatte
     EXPECT_LT(choice.microseconds, 1.3 * bound) << collective_name(kind);
     EXPECT_GT(ring / choice.microseconds, 3.0) << collective_name(kind);
   }
+  // Barrier: only the islands' first members cross, once, against every rank in 3 rounds.
+  EXPECT_EQ(choose(h, m, CollectiveKind::kBarrier, 0).algorithm, Algorithm::kHierarchical);
   // One island: the flat ring (hierarchical would be the same ring with more steps).
   const Hierarchy one = cluster(1, 2, 4, m);
   EXPECT_EQ(choose(one, m, CollectiveKind::kAllgather, 64e6).algorithm, Algorithm::kRing);
