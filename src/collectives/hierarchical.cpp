@@ -592,6 +592,50 @@ struct SegmentViews {
   }
 };
 
+// How a hierarchical allgather or reduce-scatter of `count` elements per rank is cut and where
+// its blocks lie: in segments whose phases overlap (as allreduce's; segment s is piece s of every
+// rank's block), worked on in the caller's rank-ordered buffers (`direct`: the ranks are
+// numbered island by island and every lane's part is contiguous there, because the call is one
+// segment or the islands are alike) or else in a packed copy, segment after segment, each island
+// by island.
+struct BlockPlan {
+  BlockPlan(const CollectiveContext& ctx, const Hierarchy& h, const CostModel& model,
+            std::size_t count, std::size_t es)
+      : h(h),
+        count(count),
+        segments(block_segments(
+            ctx, h, model, static_cast<double>(static_cast<std::size_t>(h.size()) * count * es))),
+        pieces(count, segments, count),
+        phases(block_phases(h)) {
+    const IslandBlocks whole(h, count);
+    direct = whole.identity() && (segments == 1 || whole.uniform());
+  }
+
+  // Runs body(view, blocks, at, start, turn) for every segment: `blocks` where its pieces lie,
+  // `at` the segment's offset (elements) in the packed copy (0 when direct), `start` its pieces'
+  // offset in a rank's block.
+  template <typename Body>
+  void run(const CollectiveContext& ctx, Body&& body) const {
+    run_segments(
+        ctx, segments, phases, nullptr, [&](int s, ScratchSpace* scratch, const SegmentTurn& turn) {
+          const std::size_t size = pieces.block_size(s);
+          const std::size_t start = pieces.block_start(s);
+          const IslandBlocks blocks =
+              direct ? IslandBlocks(h, size, count, start) : IslandBlocks(h, size);
+          const std::size_t at = direct ? 0 : static_cast<std::size_t>(h.size()) * start;
+          const SegmentViews view{ctx, kFirst + phases * static_cast<std::uint64_t>(s), scratch};
+          body(view, blocks, at, start, turn);
+        });
+  }
+
+  const Hierarchy& h;
+  std::size_t count;
+  int segments;
+  BlockLayout pieces;
+  std::uint64_t phases;
+  bool direct = false;
+};
+
 // One segment of an allgather over `packed`, which holds the segment's blocks island by island
 // (IslandBlocks), this rank's own already in place.
 void allgather_segment(const SegmentViews& view, const IslandBlocks& blocks, const Place& me,
@@ -723,70 +767,44 @@ void hierarchical_allgather(CollectiveContext& ctx, const Hierarchy& h, const Co
   auto* out = static_cast<std::byte*>(recv);
   if (count == 0) return;
   const Place me = place_of(h, ctx.rank());
-  // Large buffers go in segments whose phases overlap (as allreduce's): segment s is piece s of
-  // every rank's block.
-  const int segments = block_segments(ctx, h, model, static_cast<double>(n * count * es));
-  const BlockLayout pieces(count, segments, count);
-  // The output itself holds the blocks when the ranks are numbered island by island and every
-  // part is contiguous there (one segment, or islands alike); else a packed copy, segment after
-  // segment, each island by island.
-  const IslandBlocks whole(h, count);
-  const bool direct = whole.identity() && (segments == 1 || whole.uniform());
-  std::byte* packed = direct ? out : ctx.phase_buffer(n * count * es);
-  if (direct) {
+  const BlockPlan plan(ctx, h, model, count, es);
+  std::byte* packed = plan.direct ? out : ctx.phase_buffer(n * count * es);
+  if (plan.direct) {
     ctx.copy(out + static_cast<std::size_t>(ctx.rank()) * count * es, send, count * es);
   } else {
-    repack(ctx, h, pieces, segments, count, es, packed, nullptr,
+    repack(ctx, h, plan.pieces, plan.segments, count, es, packed, nullptr,
            static_cast<const std::byte*>(send), true, true);
   }
-  const std::uint64_t phases = block_phases(h);
-  run_segments(
-      ctx, segments, phases, nullptr, [&](int s, ScratchSpace* scratch, const SegmentTurn& turn) {
-        const std::size_t size = pieces.block_size(s);
-        const std::size_t start = pieces.block_start(s);
-        const IslandBlocks blocks =
-            direct ? IslandBlocks(h, size, count, start) : IslandBlocks(h, size);
-        std::byte* buffer = direct ? out : packed + n * start * es;
-        const SegmentViews view{ctx, kFirst + phases * static_cast<std::uint64_t>(s), scratch};
-        allgather_segment(view, blocks, me, buffer, dtype, turn);
-      });
-  if (!direct) repack(ctx, h, pieces, segments, count, es, packed, out, nullptr, false, false);
+  plan.run(ctx, [&](const SegmentViews& view, const IslandBlocks& blocks, std::size_t at,
+                    std::size_t, const SegmentTurn& turn) {
+    allgather_segment(view, blocks, me, packed + at * es, dtype, turn);
+  });
+  if (!plan.direct) {
+    repack(ctx, h, plan.pieces, plan.segments, count, es, packed, out, nullptr, false, false);
+  }
 }
 
 void hierarchical_reduce_scatter(CollectiveContext& ctx, const Hierarchy& h, const CostModel& model,
                                  const void* send, void* recv, std::size_t count, hm_dtype_t dtype,
                                  hm_op_t op) {
   const std::size_t es = dtype_size(dtype);
-  const auto n = static_cast<std::size_t>(ctx.size());
+  const std::size_t total = static_cast<std::size_t>(ctx.size()) * count;
   if (count == 0) return;
   const Place me = place_of(h, ctx.rank());
-  const int segments = block_segments(ctx, h, model, static_cast<double>(n * count * es));
-  const BlockLayout pieces(count, segments, count);
-  const std::size_t total = n * count;
-  // The input where it is when the ranks are numbered island by island and every part is
-  // contiguous there (one segment, or islands alike), else a packed copy (as for allgather);
-  // the partial sums in the same layout.
-  const IslandBlocks whole(h, count);
-  const bool direct = whole.identity() && (segments == 1 || whole.uniform());
-  std::byte* sums = ctx.phase_buffer((direct ? 1 : 2) * total * es);
+  const BlockPlan plan(ctx, h, model, count, es);
+  // The input where it is, or a packed copy; the partial sums in the same layout.
+  std::byte* sums = ctx.phase_buffer((plan.direct ? 1 : 2) * total * es);
   const auto* in = static_cast<const std::byte*>(send);
-  if (!direct) {
+  if (!plan.direct) {
     std::byte* packed = sums + total * es;
-    repack(ctx, h, pieces, segments, count, es, packed, nullptr, in, true, false);
+    repack(ctx, h, plan.pieces, plan.segments, count, es, packed, nullptr, in, true, false);
     in = packed;
   }
-  const std::uint64_t phases = block_phases(h);
-  run_segments(
-      ctx, segments, phases, nullptr, [&](int s, ScratchSpace* scratch, const SegmentTurn& turn) {
-        const std::size_t size = pieces.block_size(s);
-        const std::size_t start = pieces.block_start(s);
-        const IslandBlocks blocks =
-            direct ? IslandBlocks(h, size, count, start) : IslandBlocks(h, size);
-        const std::size_t at = direct ? 0 : n * start * es;
-        const SegmentViews view{ctx, kFirst + phases * static_cast<std::uint64_t>(s), scratch};
-        reduce_scatter_segment(view, blocks, me, ctx.size(), in + at, sums + at,
-                               static_cast<std::byte*>(recv) + start * es, dtype, op, turn);
-      });
+  plan.run(ctx, [&](const SegmentViews& view, const IslandBlocks& blocks, std::size_t at,
+                    std::size_t start, const SegmentTurn& turn) {
+    reduce_scatter_segment(view, blocks, me, ctx.size(), in + at * es, sums + at * es,
+                           static_cast<std::byte*>(recv) + start * es, dtype, op, turn);
+  });
 }
 
 void hierarchical_barrier(CollectiveContext& ctx, const Hierarchy& h) {

@@ -49,26 +49,25 @@ class Measurement {
   LinkSamples pair() {
     const bool timing = group_.rank() == 0;
     const int peer = 1 - group_.rank();
-    repeat(kPingWarmups, kPings, samples_.latency_us, [&](std::uint64_t there) {
+    // The timer sends `go` and receives `back`; its peer receives `go` and sends `back`.
+    const auto round_trip = [&](std::uint64_t there, std::span<std::byte> go,
+                                std::span<std::byte> back) {
       if (timing) {
-        group_.wait(group_.send(peer, there, ping_));
-        group_.wait(group_.recv(peer, there + 1, ping_));
+        group_.wait(group_.send(peer, there, go));
+        group_.wait(group_.recv(peer, there + 1, back));
       } else {
-        group_.wait(group_.recv(peer, there, ping_));
-        group_.wait(group_.send(peer, there + 1, ping_));
+        group_.wait(group_.recv(peer, there, go));
+        group_.wait(group_.send(peer, there + 1, back));
       }
+    };
+    repeat(kPingWarmups, kPings, samples_.latency_us, [&](std::uint64_t there) {
+      round_trip(there, ping_, ping_);
       return 0.5;  // one way of the round trip
     });
     for (const std::size_t bytes : {kSmallBytes, kLargeBytes}) {
       const std::span<std::byte> message(out_.data(), bytes);
       repeat(kTransferWarmups, kTransfers, times_of(bytes), [&](std::uint64_t there) {
-        if (timing) {
-          group_.wait(group_.send(peer, there, message));
-          group_.wait(group_.recv(peer, there + 1, ping_));
-        } else {
-          group_.wait(group_.recv(peer, there, message));
-          group_.wait(group_.send(peer, there + 1, ping_));
-        }
+        round_trip(there, message, ping_);
         return 1.0;
       });
     }
