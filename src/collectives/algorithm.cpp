@@ -70,7 +70,7 @@ const std::vector<Algorithm>& algorithms_for(CollectiveKind kind) {
   static const std::vector<Algorithm> kBlocks = {Algorithm::kRing, Algorithm::kHierarchical};
   static const std::vector<Algorithm> kRooted = {
       Algorithm::kChain, Algorithm::kTree, Algorithm::kHierarchical, Algorithm::kSharedMemory};
-  static const std::vector<Algorithm> kAlltoall = {Algorithm::kPairwise};
+  static const std::vector<Algorithm> kAlltoall = {Algorithm::kPairwise, Algorithm::kHierarchical};
   static const std::vector<Algorithm> kBarrier = {
       Algorithm::kDissemination, Algorithm::kHierarchical, Algorithm::kSharedMemory};
   switch (kind) {

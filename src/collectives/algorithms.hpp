@@ -68,6 +68,8 @@ void hierarchical_reduce(CollectiveContext& ctx, const Hierarchy& h, const CostM
                          const void* send, void* recv, std::size_t count, hm_dtype_t dtype,
                          hm_op_t op, int root);
 void hierarchical_barrier(CollectiveContext& ctx, const Hierarchy& h);
+void hierarchical_alltoall(CollectiveContext& ctx, const Hierarchy& h, const void* send, void* recv,
+                           std::size_t count, hm_dtype_t dtype);
 // `count` is per rank, as in the calls.
 void hierarchical_allgather(CollectiveContext& ctx, const Hierarchy& h, const CostModel& model,
                             const void* send, void* recv, std::size_t count, hm_dtype_t dtype);

@@ -825,4 +825,154 @@ void hierarchical_barrier(CollectiveContext& ctx, const Hierarchy& h) {
   dissemination_barrier(release);
 }
 
+void hierarchical_alltoall(CollectiveContext& ctx, const Hierarchy& h, const void* send, void* recv,
+                           std::size_t count, hm_dtype_t dtype) {
+  // Blocks for the own island go straight to their ranks. A block for another island goes to
+  // the member of this island whose lane serves its destination (lane p serves group p of every
+  // island), which sends everything its island has for that island's group p in one message to
+  // lane p's member there, which hands each block to its rank. Across the slow tier: one message
+  // per lane and island pair instead of one per pair of ranks, every lane on its own uplink.
+  const std::size_t block = count * dtype_size(dtype);
+  const auto n = static_cast<std::size_t>(ctx.size());
+  if (block == 0) return;
+  auto* out = static_cast<std::byte*>(recv);
+  const auto* in = static_cast<const std::byte*>(send);
+  if (overlaps(send, n * block, recv, n * block)) {
+    std::byte* staged = ctx.scratch(n * block);
+    ctx.copy(staged, in, n * block);
+    in = staged;
+  }
+  const IslandBlocks islands(h, count);
+  const Place me = place_of(h, ctx.rank());
+  const auto& island = islands.members(me.island);
+  const int lanes = islands.lanes();
+  const auto at = [block](int rank) { return static_cast<std::size_t>(rank) * block; };
+  // Steps of the per-block messages inside an island: 0 for the own island's blocks, else 1 +
+  // (island, position) of the block's far end.
+  std::size_t largest = 0;
+  for (int i = 0; i < islands.islands(); ++i)
+    largest = std::max(largest, islands.members(i).size());
+  const auto step_of = [largest](int other, int position) {
+    return static_cast<std::uint64_t>(other) * largest + static_cast<std::uint64_t>(position);
+  };
+
+  // 1. Inside the island: own-island blocks to their ranks; other islands' blocks to the lane
+  // member that serves their destination. A lane member collects, per other island j, what its
+  // island has for j's group: [source member][destination in the group].
+  auto inside = ctx.view(island, kFirst);
+  std::vector<Transfer> transfers;
+  std::vector<std::size_t> outgoing(static_cast<std::size_t>(islands.islands()), 0);
+  std::size_t outgoing_bytes = 0;
+  const bool lane = me.position < lanes;
+  if (lane) {
+    for (int j = 0; j < islands.islands(); ++j) {
+      if (j == me.island) continue;
+      outgoing[static_cast<std::size_t>(j)] = outgoing_bytes;
+      outgoing_bytes += island.size() * islands.group(j, me.position).second * block;
+    }
+  }
+  // What this lane member receives from each other island: [source member][destination].
+  std::vector<std::size_t> incoming(static_cast<std::size_t>(islands.islands()), 0);
+  std::size_t incoming_bytes = 0;
+  const auto [my_first, my_size] =
+      lane ? islands.group(me.island, me.position) : std::pair<int, int>{0, 0};
+  if (lane) {
+    for (int j = 0; j < islands.islands(); ++j) {
+      if (j == me.island) continue;
+      incoming[static_cast<std::size_t>(j)] = incoming_bytes;
+      incoming_bytes += islands.members(j).size() * static_cast<std::size_t>(my_size) * block;
+    }
+  }
+  std::byte* gathered = lane ? ctx.phase_buffer(outgoing_bytes + incoming_bytes) : nullptr;
+  std::byte* arrived = lane ? gathered + outgoing_bytes : nullptr;
+  for (std::size_t t = 0; t < island.size(); ++t) {
+    const int rank = island[t];
+    if (rank == ctx.rank()) {
+      ctx.copy(out + at(rank), in + at(rank), block);
+    } else {
+      transfers.push_back(inside.recv(static_cast<int>(t), 0, {out + at(rank), block}));
+      transfers.push_back(inside.send(static_cast<int>(t), 0, {in + at(rank), block}));
+    }
+  }
+  for (int j = 0; j < islands.islands(); ++j) {
+    if (j == me.island) continue;
+    const auto& far = islands.members(j);
+    for (std::size_t t = 0; t < far.size(); ++t) {
+      const int p = islands.lane_of(j, static_cast<int>(t));
+      const auto step = step_of(j, static_cast<int>(t)) + 1;
+      if (p == me.position) {
+        const auto [first, size] = islands.group(j, p);
+        std::byte* slot =
+            gathered + outgoing[static_cast<std::size_t>(j)] +
+            (static_cast<std::size_t>(me.position) * size + (static_cast<int>(t) - first)) * block;
+        ctx.copy(slot, in + at(far[t]), block);
+      } else {
+        transfers.push_back(inside.send(p, step, {in + at(far[t]), block}));
+      }
+    }
+  }
+  if (lane) {
+    for (int j = 0; j < islands.islands(); ++j) {
+      if (j == me.island) continue;
+      const auto [first, size] = islands.group(j, me.position);
+      for (std::size_t q = 0; q < island.size(); ++q) {
+        if (static_cast<int>(q) == me.position) continue;
+        for (int t = first; t < first + size; ++t) {
+          std::byte* slot = gathered + outgoing[static_cast<std::size_t>(j)] +
+                            (q * static_cast<std::size_t>(size) + (t - first)) * block;
+          transfers.push_back(inside.recv(static_cast<int>(q), step_of(j, t) + 1, {slot, block}));
+        }
+      }
+    }
+  }
+  inside.wait_all(transfers);
+  transfers.clear();
+  if (islands.islands() == 1) return;
+
+  // 2. Across islands, lane by lane: one message per other island each way.
+  if (lane) {
+    auto across = ctx.view(islands.lane(me.position), kSecond);
+    for (int j = 0; j < islands.islands(); ++j) {
+      if (j == me.island) continue;
+      const std::size_t sent = island.size() * islands.group(j, me.position).second * block;
+      const std::size_t received =
+          islands.members(j).size() * static_cast<std::size_t>(my_size) * block;
+      transfers.push_back(
+          across.recv(j, 0, {arrived + incoming[static_cast<std::size_t>(j)], received}));
+      transfers.push_back(
+          across.send(j, 0, {gathered + outgoing[static_cast<std::size_t>(j)], sent}));
+    }
+    across.wait_all(transfers);
+    transfers.clear();
+  }
+
+  // 3. Inside the island: each lane member hands its group the blocks that came for them.
+  auto deliver = ctx.view(island, kSecond + 1);
+  for (int j = 0; j < islands.islands(); ++j) {
+    if (j == me.island) continue;
+    const auto& far = islands.members(j);
+    if (lane) {
+      for (std::size_t s = 0; s < far.size(); ++s) {
+        for (int t = my_first; t < my_first + my_size; ++t) {
+          const std::byte* from = arrived + incoming[static_cast<std::size_t>(j)] +
+                                  (s * static_cast<std::size_t>(my_size) + (t - my_first)) * block;
+          if (t == me.position) {
+            ctx.copy(out + at(far[s]), from, block);
+          } else {
+            transfers.push_back(deliver.send(t, step_of(j, static_cast<int>(s)), {from, block}));
+          }
+        }
+      }
+    }
+    const int holder = islands.lane_of(me.island, me.position);
+    if (holder != me.position) {
+      for (std::size_t s = 0; s < far.size(); ++s) {
+        transfers.push_back(
+            deliver.recv(holder, step_of(j, static_cast<int>(s)), {out + at(far[s]), block}));
+      }
+    }
+  }
+  deliver.wait_all(transfers);
+}
+
 }  // namespace holmes

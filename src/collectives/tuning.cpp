@@ -210,6 +210,30 @@ double hierarchical_blocks_us(const Hierarchy& h, const CostModel& m, double byt
   return t;
 }
 
+// The hierarchical alltoall (hierarchical.cpp) of `bytes` per rank (a block per rank).
+double hierarchical_alltoall_us(const Hierarchy& h, const CostModel& m, double bytes) {
+  const Hierarchy::Summary& s = h.summary;
+  int lanes = h.size();
+  for (const auto& island : h.islands) lanes = std::min(lanes, static_cast<int>(island.size()));
+  const double block = bytes / h.size();
+  const double largest = s.largest_island;
+  // Blocks a rank of the smallest island (lanes ranks) has for other islands.
+  const double elsewhere = h.size() - static_cast<double>(lanes);
+  const LinkCost& intra = s.intra;
+  // Inside: the own island's blocks to their ranks, the others' to the lanes; at the end the
+  // lanes hand them out: each a message per block.
+  double t = (largest - 1 + 2 * elsewhere) * (intra.latency_us + m.chunk_overhead_us) +
+             intra.transfer_us((largest - 1 + 2 * elsewhere) * block);
+  if (s.islands > 1) {
+    // Across: a lane sends what its island has for the other islands' groups, one message per
+    // island; the lanes of a host share its uplink.
+    const LinkCost lane{h.other_island.latency_us, h.other_island.gbytes_per_s / s.min_per_host};
+    t += (s.islands - 1) * (lane.latency_us + m.chunk_overhead_us) +
+         lane.transfer_us(largest * elsewhere / lanes * block);
+  }
+  return t;
+}
+
 }  // namespace
 
 const char* tier_name(Tier tier) {
@@ -395,6 +419,7 @@ double predict(const Hierarchy& h, const CostModel& m, CollectiveKind kind, Algo
       return t;
     }
     case CollectiveKind::kAlltoall:
+      if (algorithm == Algorithm::kHierarchical) return hierarchical_alltoall_us(h, m, bytes);
       return (n - 1) * (s.any.latency_us + m.chunk_overhead_us) +
              s.any.transfer_us((n - 1.0) / n * bytes);
     case CollectiveKind::kLinkProbe:

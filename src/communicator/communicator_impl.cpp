@@ -70,6 +70,10 @@ CommunicatorImpl::CommunicatorImpl(Params params)
                              Locality{"host", "island", "ethernet"});
   }
   localities_ = facts_.localities;
+  adopt_measurements();
+}
+
+void CommunicatorImpl::adopt_measurements() {
   if (measured_.reduce_gbytes_per_s && !(cost_model_.set_by_env & CostModel::kSetReduce)) {
     cost_model_.reduce_gbytes_per_s = *measured_.reduce_gbytes_per_s;
   }
@@ -118,10 +122,7 @@ void CommunicatorImpl::calibrate() {
   call.dtype = HM_FLOAT64;
   collective(call, true);
   measured_ = agree_measurements(all);
-  if (measured_.reduce_gbytes_per_s && !(cost_model_.set_by_env & CostModel::kSetReduce)) {
-    cost_model_.reduce_gbytes_per_s = *measured_.reduce_gbytes_per_s;
-  }
-  hierarchy_ = make_hierarchy();
+  adopt_measurements();
   if (rank_ == 0) {
     HM_LOG_INFO(
         "cost probe of {} ranks ({:.0f} ms): {}", size_,
@@ -565,6 +566,9 @@ void CommunicatorImpl::run(CollectiveContext& ctx, const CollectiveCall& call,
         }
       }
     case CollectiveKind::kAlltoall:
+      if (algorithm == Algorithm::kHierarchical) {
+        return hierarchical_alltoall(ctx, h, call.send, call.recv, call.count, call.dtype);
+      }
       return pairwise_alltoall(ctx, call.send, call.recv, call.count, call.dtype);
     case CollectiveKind::kBarrier:
       if (algorithm == Algorithm::kSharedMemory) return shared_memory_barrier(ctx);

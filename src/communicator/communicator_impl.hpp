@@ -134,6 +134,8 @@ class CommunicatorImpl : public std::enable_shared_from_this<CommunicatorImpl> {
   // The init probe (HOLMES_COST_PROBE=1, link_probe.hpp): measures the tiers, then rebuilds the
   // hierarchy with the numbers. Collective; before the communicator is handed out.
   void calibrate();
+  // Takes measured_ into the cost model (the reduction speed) and the hierarchy.
+  void adopt_measurements();
   void check_usable() const;
   // Records the first failure and closes the transport so no buffer is touched afterwards.
   void poison(hm_status_t status, const std::string& message) noexcept;

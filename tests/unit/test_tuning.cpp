@@ -149,6 +149,19 @@ TEST(CostModel, ASlowLinkBetweenIslandsMakesHierarchicalAllgatherAndReduceScatte
             std::numeric_limits<double>::infinity());
 }
 
+TEST(CostModel, HierarchicalAlltoallWinsWhereTheSlowTierIsFarAway) {
+  CostModel m;
+  m.inter_island = {1000, 1.25};            // 1 ms between islands
+  const Hierarchy h = cluster(2, 4, 4, m);  // 32 ranks
+  // Small blocks: one message per lane across instead of 16 per rank.
+  EXPECT_EQ(choose(h, m, CollectiveKind::kAlltoall, 32 * 64).algorithm, Algorithm::kHierarchical);
+  // Near links and large blocks: the extra hops inside the islands cost more than they save.
+  m.inter_island = {5, 12.0};
+  const Hierarchy near = cluster(2, 4, 4, m);
+  EXPECT_EQ(choose(near, m, CollectiveKind::kAlltoall, 32.0 * (4 << 20)).algorithm,
+            Algorithm::kPairwise);
+}
+
 // Segments of a hierarchical allreduce: none for small messages or one island, then about
 // 8 MiB each, at least 4 and never more than the collective tag has phase numbers for.
 TEST(CostModel, HierarchicalSegmentsGrowWithTheMessageWithinBounds) {
