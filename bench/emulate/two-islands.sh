@@ -2,7 +2,7 @@
 # Two islands of two hosts each, emulated on this machine with network namespaces, and one
 # allreduce (float32 sum, 64 MiB; or with -c an allgather or reduce_scatter) measured on them with
 #   holmes-auto   Holmes with the cost model's own choice (expected: hier)
-#   holmes-ring   Holmes forced onto its ring (--algo ring)
+#   holmes-ring   Holmes forced onto its ring (--algo ring; pairwise for an alltoall)
 #   gloo-ring     gloo::allreduce ring over Gloo's tcp transport (allreduce only)
 # Prints the busbw of each, the ratios holmes-auto/gloo-ring and holmes-auto/holmes-ring, and
 # the bound the slow tier sets, then removes every namespace, link and qdisc it made (also on
@@ -27,6 +27,7 @@
 #
 # Usage: bench/emulate/two-islands.sh [-B BUILD] [-p RANKS_PER_HOST] [-s SIZE] [-n ITERS]
 #                                     [-w WARMUP] [-R RATE] [-t SECONDS] [-P] [-c COLLECTIVE]
+#                                     [-A ALGO]
 #   -B BUILD           build with bin/holmes-bench, holmes-store and gloo-allreduce-bench
 #                      (default: $HOLMES_BUILD or <repo>/build)
 #   -p RANKS_PER_HOST  ranks on each of the 4 hosts (default 2: 8 ranks)
@@ -34,7 +35,9 @@
 #   -n ITERS, -w WARMUP  timed and untimed iterations (default 5 and 1)
 #   -R RATE            inter-island rate per host and direction, tc syntax in Mbit (default 1000)
 #   -t SECONDS         limit of each run (default 180)
-#   -c COLLECTIVE      allreduce (default), allgather or reduce_scatter (SIZE: the whole buffer)
+#   -c COLLECTIVE      allreduce (default), allgather, reduce_scatter (SIZE: the whole buffer) or
+#                      alltoall (SIZE: one rank's buffer, a block per rank)
+#   -A ALGO            the algorithm of the holmes-auto run (default auto: the cost model's)
 #   -P                 Holmes measures its links when it starts (HOLMES_COST_PROBE=1) instead of
 #                      being told the shaped rate (HOLMES_COST_INTER_ISLAND); rank 0's log line
 #                      "cost probe ..." (in the output with TWO_ISLANDS_KEEP_TMP=1) has the numbers
@@ -51,7 +54,8 @@ rate_mbit=1000
 run_timeout=180
 probe=0
 collective=allreduce
-while getopts "B:p:s:n:w:R:t:Pc:h" opt; do
+auto_algo_flag=auto
+while getopts "B:p:s:n:w:R:t:Pc:A:h" opt; do
   case $opt in
     B) build="$OPTARG" ;;
     p) per_host="$OPTARG" ;;
@@ -62,6 +66,7 @@ while getopts "B:p:s:n:w:R:t:Pc:h" opt; do
     t) run_timeout="$OPTARG" ;;
     P) probe=1 ;;
     c) collective="$OPTARG" ;;
+    A) auto_algo_flag="$OPTARG" ;;
     *)
       awk 'NR > 1 && !/^#/ {exit} NR > 1 {sub(/^# ?/, ""); print}' "${BASH_SOURCE[0]}"
       exit 2
@@ -79,8 +84,8 @@ for v in per_host iters warmup rate_mbit run_timeout; do
   [[ ${!v} =~ ^[0-9]+$ ]] || die "$v wants a whole number, not '${!v}'"
 done
 ((per_host >= 1)) || die "-p wants at least 1 rank per host"
-[[ $collective =~ ^(allreduce|allgather|reduce_scatter)$ ]] ||
-  die "-c wants allreduce, allgather or reduce_scatter, not '$collective'"
+[[ $collective =~ ^(allreduce|allgather|reduce_scatter|alltoall)$ ]] ||
+  die "-c wants allreduce, allgather, reduce_scatter or alltoall, not '$collective'"
 ((EUID == 0)) || die "needs root (network namespaces, veth, tc)"
 bin="$build/bin"
 for tool in holmes-bench holmes-store gloo-allreduce-bench; do
@@ -350,13 +355,15 @@ uplink_bytes() {
 
 started=$SECONDS
 runs=(holmes-auto holmes-ring)
+flat=ring # the flat algorithm the holmes-ring run forces (alltoall has no ring: pairwise)
+[[ $collective == alltoall ]] && flat=pairwise
 [[ $collective == allreduce ]] && runs+=(gloo-ring)
 for name in "${runs[@]}"; do
   begun=$SECONDS
   read -ra before <<<"$(uplink_bytes)"
   case $name in
-    holmes-auto) run_holmes "$name" auto ;;
-    holmes-ring) run_holmes "$name" ring ;;
+    holmes-auto) run_holmes "$name" "$auto_algo_flag" ;;
+    holmes-ring) run_holmes "$name" "$flat" ;;
     gloo-ring) run_gloo "$name" ;;
   esac
   [[ -s $tmp/$name.csv ]] || die "$name wrote no CSV (see $tmp/$name.rank0.log)"
@@ -374,7 +381,8 @@ transports="$(grep -m 1 -o 'rank 0/.*' "$tmp/holmes-auto.rank0.log" | sed 's/^[^
 auto_algo="$(csv_field holmes-auto algorithm)"
 
 # The slow tier's bound: each island must send the other 2(G-1)/G x S over its hosts' uplinks
-# for an allreduce, (G-1)/G x S for an allgather or reduce-scatter.
+# for an allreduce, (G-1)/G x S for an allgather or reduce-scatter; for an alltoall each of its
+# ranks (G-1)/G of its buffer.
 /usr/bin/python3 - "$size_bytes" "$ranks" "$rate_mbit" "$uplink_mbit" "$tmp" "$auto_algo" \
   "$transports" "$collective" <<'EOF'
 import csv, sys
@@ -392,7 +400,8 @@ def row(name):
 
 def bound(bits_per_s_per_host):
     uplink = hosts_per_island * bits_per_s_per_host / 8  # bytes/s out of one island
-    seconds = passes * (islands - 1) / islands * size / uplink
+    crossing = ranks / islands if collective == "alltoall" else passes
+    seconds = crossing * (islands - 1) / islands * size / uplink
     return seconds, size / seconds / 1e9 * factor
 
 
