@@ -482,23 +482,18 @@ class IslandBlocks {
  public:
   IslandBlocks(const Hierarchy& h, std::size_t count, std::size_t stride, std::size_t base)
       : h_(h), count_(count), stride_(stride), base_(base) {
-    lanes_ = h.size();
     std::size_t index = 0;
     for (const auto& island : h.islands) {
-      lanes_ = std::min(lanes_, static_cast<int>(island.size()));
       island_index_.push_back(index);
       for (int rank : island) {
         identity_ = identity_ && static_cast<std::size_t>(rank) == index;
         ++index;
       }
     }
-    for (const auto& island : h.islands) {
-      uniform_ = uniform_ && static_cast<int>(island.size()) == lanes_;
-    }
   }
   IslandBlocks(const Hierarchy& h, std::size_t count) : IslandBlocks(h, count, count, 0) {}
 
-  int lanes() const { return lanes_; }
+  int lanes() const { return h_.summary.smallest_island; }
   int islands() const { return static_cast<int>(h_.islands.size()); }
   std::size_t count() const { return count_; }  // elements per block
   const std::vector<int>& members(int island) const {
@@ -508,7 +503,7 @@ class IslandBlocks {
   bool identity() const { return identity_; }
   // True when every island has L members: every group is one member, so every part is one
   // block (contiguous whatever the stride).
-  bool uniform() const { return uniform_; }
+  bool uniform() const { return h_.summary.largest_island == h_.summary.smallest_island; }
   // The offset (elements) of member `position` of `island`.
   std::size_t slot(int island, int position) const {
     return base_ +
@@ -517,7 +512,7 @@ class IslandBlocks {
   }
   // Members of `island` in group `part` (< lanes()): [first, first + size).
   std::pair<int, int> group(int island, int part) const {
-    const BlockLayout groups(members(island).size(), lanes_, 1);
+    const BlockLayout groups(members(island).size(), lanes(), 1);
     return {static_cast<int>(groups.block_start(part)), static_cast<int>(groups.block_size(part))};
   }
   // Part `part` of `island`: contiguous when blocks are packed (stride == count) or groups are
@@ -528,11 +523,11 @@ class IslandBlocks {
   }
   // The lane (= group) that carries member `position`'s block.
   int lane_of(int island, int position) const {
-    for (int p = 0; p < lanes_; ++p) {
+    for (int p = 0; p < lanes(); ++p) {
       const auto [first, size] = group(island, p);
       if (position >= first && position < first + size) return p;
     }
-    return lanes_ - 1;
+    return lanes() - 1;
   }
   // Lane `p`: the p-th member of every island, island by island.
   std::vector<int> lane(int p) const {
@@ -540,14 +535,20 @@ class IslandBlocks {
     for (const auto& island : h_.islands) out.push_back(island[static_cast<std::size_t>(p)]);
     return out;
   }
+  // The layout lane `p` works on: position i (island i) has island i's part p.
+  BlockLayout across(int p, std::size_t chunk) const {
+    std::vector<BlockLayout::Range> parts;
+    for (int i = 0; i < islands(); ++i) parts.push_back(part(i, p));
+    return BlockLayout(std::move(parts), chunk);
+  }
   // A layout over `island`'s members in which position q < lanes() has `range(q)` and the
   // others nothing.
   template <typename Range>
   BlockLayout by_lane(int island, std::size_t chunk, Range&& range) const {
     std::vector<BlockLayout::Range> blocks;
     for (std::size_t q = 0; q < members(island).size(); ++q) {
-      blocks.push_back(static_cast<int>(q) < lanes_ ? range(static_cast<int>(q))
-                                                    : BlockLayout::Range{0, 0});
+      blocks.push_back(static_cast<int>(q) < lanes() ? range(static_cast<int>(q))
+                                                     : BlockLayout::Range{0, 0});
     }
     return BlockLayout(std::move(blocks), chunk);
   }
@@ -557,9 +558,7 @@ class IslandBlocks {
   std::size_t count_;
   std::size_t stride_;
   std::size_t base_;
-  int lanes_ = 1;
   bool identity_ = true;
-  bool uniform_ = true;
   std::vector<std::size_t> island_index_;  // packed index of each island's first member
 };
 
@@ -653,9 +652,7 @@ void allgather_segment(const SegmentViews& view, const IslandBlocks& blocks, con
   if (blocks.islands() == 1) return;
   // 2. Across islands, lane by lane: member p of each island brings its island's part p.
   if (me.position < blocks.lanes()) {
-    std::vector<BlockLayout::Range> parts;
-    for (int i = 0; i < blocks.islands(); ++i) parts.push_back(blocks.part(i, me.position));
-    const BlockLayout layout(std::move(parts), chunk);
+    const BlockLayout layout = blocks.across(me.position, chunk);
     auto across = view(blocks.lane(me.position), kLanePhase);
     turn.run(kLanePhase, [&] { ring_allgather_blocks(across, packed, layout, dtype); });
   }
@@ -698,9 +695,7 @@ void reduce_scatter_segment(const SegmentViews& view, const IslandBlocks& blocks
   // 2. Across islands, lane by lane: member p of each island ends with its own island's part p
   // summed over every island.
   if (across_islands && me.position < blocks.lanes()) {
-    std::vector<BlockLayout::Range> parts;
-    for (int i = 0; i < blocks.islands(); ++i) parts.push_back(blocks.part(i, me.position));
-    const BlockLayout layout(std::move(parts), chunk);
+    const BlockLayout layout = blocks.across(me.position, chunk);
     std::byte* own = sums + blocks.part(me.island, me.position).offset * es;
     auto across = view(blocks.lane(me.position), kLanePhase);
     turn.run(kLanePhase, [&] {
@@ -727,32 +722,21 @@ void reduce_scatter_segment(const SegmentViews& view, const IslandBlocks& blocks
   inside.copy(result, mine, bytes);
 }
 
-// Copies every rank's blocks between the rank order of the caller's buffer (`count` elements
-// per rank) and the segments' packed order (segment after segment, each island by island).
-// `pack`: from `ranked_in` into `packed`; else out of `packed` into `ranked`. `own_only`: only
-// this rank's block, and `ranked_in` is that block alone.
-void repack(CollectiveContext& ctx, const Hierarchy& h, const BlockLayout& pieces, int segments,
-            std::size_t count, std::size_t es, std::byte* packed, std::byte* ranked,
-            const std::byte* ranked_in, bool pack, bool own_only) {
+// Calls fn(rank, packed, start, size) for every rank's piece of every segment: `size` elements
+// at offset `packed` in the packed copy (segment after segment, each island by island), and at
+// rank x count + `start` in the caller's rank-ordered buffer.
+template <typename Fn>
+void for_each_piece(const Hierarchy& h, const BlockPlan& plan, Fn&& fn) {
   const auto n = static_cast<std::size_t>(h.size());
-  for (int s = 0; s < segments; ++s) {
-    const std::size_t start = pieces.block_start(s);
-    const std::size_t size = pieces.block_size(s);
+  for (int s = 0; s < plan.segments; ++s) {
+    const std::size_t start = plan.pieces.block_start(s);
+    const std::size_t size = plan.pieces.block_size(s);
     if (size == 0) continue;
     const IslandBlocks blocks(h, size);
     for (int i = 0; i < blocks.islands(); ++i) {
       const auto& members = blocks.members(i);
       for (std::size_t q = 0; q < members.size(); ++q) {
-        const int rank = members[q];
-        if (own_only && rank != ctx.rank()) continue;
-        std::byte* in_packed = packed + (n * start + blocks.slot(i, static_cast<int>(q))) * es;
-        const std::size_t at =
-            ((own_only ? 0 : static_cast<std::size_t>(rank) * count) + start) * es;
-        if (pack) {
-          ctx.copy(in_packed, ranked_in + at, size * es);
-        } else {
-          ctx.copy(ranked + at, in_packed, size * es);
-        }
+        fn(members[q], n * start + blocks.slot(i, static_cast<int>(q)), start, size);
       }
     }
   }
@@ -769,18 +753,23 @@ void hierarchical_allgather(CollectiveContext& ctx, const Hierarchy& h, const Co
   const Place me = place_of(h, ctx.rank());
   const BlockPlan plan(ctx, h, model, count, es);
   std::byte* packed = plan.direct ? out : ctx.phase_buffer(n * count * es);
+  const auto* own = static_cast<const std::byte*>(send);
   if (plan.direct) {
-    ctx.copy(out + static_cast<std::size_t>(ctx.rank()) * count * es, send, count * es);
+    ctx.copy(out + static_cast<std::size_t>(ctx.rank()) * count * es, own, count * es);
   } else {
-    repack(ctx, h, plan.pieces, plan.segments, count, es, packed, nullptr,
-           static_cast<const std::byte*>(send), true, true);
+    for_each_piece(h, plan, [&](int rank, std::size_t at, std::size_t start, std::size_t size) {
+      if (rank == ctx.rank()) ctx.copy(packed + at * es, own + start * es, size * es);
+    });
   }
   plan.run(ctx, [&](const SegmentViews& view, const IslandBlocks& blocks, std::size_t at,
                     std::size_t, const SegmentTurn& turn) {
     allgather_segment(view, blocks, me, packed + at * es, dtype, turn);
   });
   if (!plan.direct) {
-    repack(ctx, h, plan.pieces, plan.segments, count, es, packed, out, nullptr, false, false);
+    for_each_piece(h, plan, [&](int rank, std::size_t at, std::size_t start, std::size_t size) {
+      ctx.copy(out + (static_cast<std::size_t>(rank) * count + start) * es, packed + at * es,
+               size * es);
+    });
   }
 }
 
@@ -797,7 +786,10 @@ void hierarchical_reduce_scatter(CollectiveContext& ctx, const Hierarchy& h, con
   const auto* in = static_cast<const std::byte*>(send);
   if (!plan.direct) {
     std::byte* packed = sums + total * es;
-    repack(ctx, h, plan.pieces, plan.segments, count, es, packed, nullptr, in, true, false);
+    for_each_piece(h, plan, [&](int rank, std::size_t at, std::size_t start, std::size_t size) {
+      ctx.copy(packed + at * es, in + (static_cast<std::size_t>(rank) * count + start) * es,
+               size * es);
+    });
     in = packed;
   }
   plan.run(ctx, [&](const SegmentViews& view, const IslandBlocks& blocks, std::size_t at,
@@ -845,13 +837,10 @@ void hierarchical_alltoall(CollectiveContext& ctx, const Hierarchy& h, const voi
   const IslandBlocks islands(h, count);
   const Place me = place_of(h, ctx.rank());
   const auto& island = islands.members(me.island);
-  const int lanes = islands.lanes();
   const auto at = [block](int rank) { return static_cast<std::size_t>(rank) * block; };
   // Steps of the per-block messages inside an island: 0 for the own island's blocks, else 1 +
   // (island, position) of the block's far end.
-  std::size_t largest = 0;
-  for (int i = 0; i < islands.islands(); ++i)
-    largest = std::max(largest, islands.members(i).size());
+  const auto largest = static_cast<std::uint64_t>(h.summary.largest_island);
   const auto step_of = [largest](int other, int position) {
     return static_cast<std::uint64_t>(other) * largest + static_cast<std::uint64_t>(position);
   };
@@ -861,30 +850,33 @@ void hierarchical_alltoall(CollectiveContext& ctx, const Hierarchy& h, const voi
   // island has for j's group: [source member][destination in the group].
   auto inside = ctx.view(island, kFirst);
   std::vector<Transfer> transfers;
-  std::vector<std::size_t> outgoing(static_cast<std::size_t>(islands.islands()), 0);
-  std::size_t outgoing_bytes = 0;
-  const bool lane = me.position < lanes;
-  if (lane) {
-    for (int j = 0; j < islands.islands(); ++j) {
-      if (j == me.island) continue;
-      outgoing[static_cast<std::size_t>(j)] = outgoing_bytes;
-      outgoing_bytes += island.size() * islands.group(j, me.position).second * block;
-    }
-  }
-  // What this lane member receives from each other island: [source member][destination].
-  std::vector<std::size_t> incoming(static_cast<std::size_t>(islands.islands()), 0);
-  std::size_t incoming_bytes = 0;
+  const bool lane = me.position < islands.lanes();
   const auto [my_first, my_size] =
       lane ? islands.group(me.island, me.position) : std::pair<int, int>{0, 0};
-  if (lane) {
-    for (int j = 0; j < islands.islands(); ++j) {
-      if (j == me.island) continue;
-      incoming[static_cast<std::size_t>(j)] = incoming_bytes;
-      incoming_bytes += islands.members(j).size() * static_cast<std::size_t>(my_size) * block;
-    }
+  // A lane member's buffer, per other island j (bytes): what goes to j (this island's members x
+  // j's group), then what comes from j (j's members x this member's group).
+  std::vector<BlockLayout::Range> outgoing(static_cast<std::size_t>(islands.islands()));
+  std::vector<BlockLayout::Range> incoming(outgoing.size());
+  std::size_t bytes = 0;
+  for (int j = 0; j < islands.islands() && lane; ++j) {
+    if (j == me.island) continue;
+    const auto size = static_cast<std::size_t>(islands.group(j, me.position).second);
+    outgoing[static_cast<std::size_t>(j)] = {bytes, island.size() * size * block};
+    bytes += outgoing[static_cast<std::size_t>(j)].count;
   }
-  std::byte* gathered = lane ? ctx.phase_buffer(outgoing_bytes + incoming_bytes) : nullptr;
-  std::byte* arrived = lane ? gathered + outgoing_bytes : nullptr;
+  for (int j = 0; j < islands.islands() && lane; ++j) {
+    if (j == me.island) continue;
+    const auto from = islands.members(j).size() * static_cast<std::size_t>(my_size) * block;
+    incoming[static_cast<std::size_t>(j)] = {bytes, from};
+    bytes += from;
+  }
+  std::byte* buffer = lane ? ctx.phase_buffer(bytes) : nullptr;
+  // Where the lane member keeps the block from member q of this island for member t of island j.
+  const auto gathered = [&](int j, std::size_t q, int t) {
+    const auto [first, size] = islands.group(j, me.position);
+    return buffer + outgoing[static_cast<std::size_t>(j)].offset +
+           (q * static_cast<std::size_t>(size) + static_cast<std::size_t>(t - first)) * block;
+  };
   for (std::size_t t = 0; t < island.size(); ++t) {
     const int rank = island[t];
     if (rank == ctx.rank()) {
@@ -901,11 +893,8 @@ void hierarchical_alltoall(CollectiveContext& ctx, const Hierarchy& h, const voi
       const int p = islands.lane_of(j, static_cast<int>(t));
       const auto step = step_of(j, static_cast<int>(t)) + 1;
       if (p == me.position) {
-        const auto [first, size] = islands.group(j, p);
-        std::byte* slot =
-            gathered + outgoing[static_cast<std::size_t>(j)] +
-            (static_cast<std::size_t>(me.position) * size + (static_cast<int>(t) - first)) * block;
-        ctx.copy(slot, in + at(far[t]), block);
+        ctx.copy(gathered(j, static_cast<std::size_t>(me.position), static_cast<int>(t)),
+                 in + at(far[t]), block);
       } else {
         transfers.push_back(inside.send(p, step, {in + at(far[t]), block}));
       }
@@ -918,9 +907,8 @@ void hierarchical_alltoall(CollectiveContext& ctx, const Hierarchy& h, const voi
       for (std::size_t q = 0; q < island.size(); ++q) {
         if (static_cast<int>(q) == me.position) continue;
         for (int t = first; t < first + size; ++t) {
-          std::byte* slot = gathered + outgoing[static_cast<std::size_t>(j)] +
-                            (q * static_cast<std::size_t>(size) + (t - first)) * block;
-          transfers.push_back(inside.recv(static_cast<int>(q), step_of(j, t) + 1, {slot, block}));
+          transfers.push_back(
+              inside.recv(static_cast<int>(q), step_of(j, t) + 1, {gathered(j, q, t), block}));
         }
       }
     }
@@ -934,13 +922,10 @@ void hierarchical_alltoall(CollectiveContext& ctx, const Hierarchy& h, const voi
     auto across = ctx.view(islands.lane(me.position), kSecond);
     for (int j = 0; j < islands.islands(); ++j) {
       if (j == me.island) continue;
-      const std::size_t sent = island.size() * islands.group(j, me.position).second * block;
-      const std::size_t received =
-          islands.members(j).size() * static_cast<std::size_t>(my_size) * block;
-      transfers.push_back(
-          across.recv(j, 0, {arrived + incoming[static_cast<std::size_t>(j)], received}));
-      transfers.push_back(
-          across.send(j, 0, {gathered + outgoing[static_cast<std::size_t>(j)], sent}));
+      const auto& to = outgoing[static_cast<std::size_t>(j)];
+      const auto& from = incoming[static_cast<std::size_t>(j)];
+      transfers.push_back(across.recv(j, 0, {buffer + from.offset, from.count}));
+      transfers.push_back(across.send(j, 0, {buffer + to.offset, to.count}));
     }
     across.wait_all(transfers);
     transfers.clear();
@@ -954,8 +939,10 @@ void hierarchical_alltoall(CollectiveContext& ctx, const Hierarchy& h, const voi
     if (lane) {
       for (std::size_t s = 0; s < far.size(); ++s) {
         for (int t = my_first; t < my_first + my_size; ++t) {
-          const std::byte* from = arrived + incoming[static_cast<std::size_t>(j)] +
-                                  (s * static_cast<std::size_t>(my_size) + (t - my_first)) * block;
+          const std::byte* from =
+              buffer + incoming[static_cast<std::size_t>(j)].offset +
+              (s * static_cast<std::size_t>(my_size) + static_cast<std::size_t>(t - my_first)) *
+                  block;
           if (t == me.position) {
             ctx.copy(out + at(far[s]), from, block);
           } else {

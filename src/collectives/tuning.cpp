@@ -61,8 +61,10 @@ Hierarchy::Summary summarize(const Hierarchy& h) {
   const int n = h.size();
   s.islands = static_cast<int>(h.islands.size());
   s.largest_island = 0;
+  s.smallest_island = n;
   for (const auto& island : h.islands) {
     s.largest_island = std::max(s.largest_island, static_cast<int>(island.size()));
+    s.smallest_island = std::min(s.smallest_island, static_cast<int>(island.size()));
   }
   Worst ring;
   for (int i = 0; i < n && n > 1; ++i) {
@@ -180,8 +182,7 @@ bool fits_board(const Hierarchy& h, double bytes) {
 double hierarchical_blocks_us(const Hierarchy& h, const CostModel& m, double bytes, bool reduces) {
   const Hierarchy::Summary& s = h.summary;
   if (s.islands > kMaxBlockIslands) return kInfinity;
-  int lanes = h.size();
-  for (const auto& island : h.islands) lanes = std::min(lanes, static_cast<int>(island.size()));
+  const int lanes = s.smallest_island;
   const double islands = s.islands;
   const double block = bytes / h.size();
   const double part = bytes / islands / lanes;  // an island's share of a lane, islands alike
@@ -213,8 +214,7 @@ double hierarchical_blocks_us(const Hierarchy& h, const CostModel& m, double byt
 // The hierarchical alltoall (hierarchical.cpp) of `bytes` per rank (a block per rank).
 double hierarchical_alltoall_us(const Hierarchy& h, const CostModel& m, double bytes) {
   const Hierarchy::Summary& s = h.summary;
-  int lanes = h.size();
-  for (const auto& island : h.islands) lanes = std::min(lanes, static_cast<int>(island.size()));
+  const int lanes = s.smallest_island;
   const double block = bytes / h.size();
   const double largest = s.largest_island;
   // Blocks a rank of the smallest island (lanes ranks) has for other islands.

@@ -105,9 +105,10 @@ struct Hierarchy {
   struct Summary {
     int islands = 1;
     int largest_island = 1;
-    LinkCost ring;   // worst link of the ring order
-    LinkCost any;    // worst link between any two ranks
-    LinkCost intra;  // worst link inside an island
+    int smallest_island = 1;  // also the lanes of the hierarchical collectives
+    LinkCost ring;            // worst link of the ring order
+    LinkCost any;             // worst link between any two ranks
+    LinkCost intra;           // worst link inside an island
     // Group sizes of the hierarchical allreduce's levels.
     int min_per_host = 1;
     int max_per_host = 1;

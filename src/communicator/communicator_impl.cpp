@@ -69,7 +69,6 @@ CommunicatorImpl::CommunicatorImpl(Params params)
     facts_.localities.assign(static_cast<std::size_t>(size_),
                              Locality{"host", "island", "ethernet"});
   }
-  localities_ = facts_.localities;
   adopt_measurements();
 }
 
@@ -223,8 +222,9 @@ std::shared_ptr<CommunicatorImpl> CommunicatorImpl::create_world(const ResolvedC
       return mine;
     };
     router = wire(config.rank, config.world_size, options, locality, gather, deadline, &facts);
-    router->set_shaping(link_shapes(facts.localities, config.rank, config.topology));
-    declared = topology_tier_costs(facts.localities, config.topology);
+    auto links = topology_links(facts.localities, config.rank, config.topology);
+    router->set_shaping(std::move(links.shapes));
+    declared = std::move(links.costs);
   } catch (const Error& e) {
     failure = e;  // every rank finished the exchanges: leave together all the same
   }
@@ -330,12 +330,12 @@ std::shared_ptr<CommunicatorImpl> CommunicatorImpl::split(int color, int key) {
   };
   WiringFacts facts;
   // A split's ranks sit where they sat in the parent.
-  const Locality mine = localities_.at(static_cast<std::size_t>(rank_));
+  const Locality mine = facts_.localities.at(static_cast<std::size_t>(rank_));
   auto router = wire(
       new_rank, static_cast<int>(members.size()), options, [&] { return mine; }, gather,
       Deadline::after(timeout_), &facts);
-  router->set_shaping(link_shapes(facts.localities, new_rank, topology_, &localities_));
-  TierCosts declared = topology_tier_costs(facts.localities, topology_);
+  auto links = topology_links(facts.localities, new_rank, topology_, &facts_.localities);
+  router->set_shaping(std::move(links.shapes));
 
   Params params;
   params.rank = new_rank;
@@ -348,7 +348,7 @@ std::shared_ptr<CommunicatorImpl> CommunicatorImpl::split(int color, int key) {
   params.topology = topology_;
   params.facts = std::move(facts);
   params.measured = measured_;
-  params.declared = std::move(declared);
+  params.declared = std::move(links.costs);
   return std::make_shared<CommunicatorImpl>(std::move(params));
 }
 

@@ -92,7 +92,7 @@ class CommunicatorImpl : public std::enable_shared_from_this<CommunicatorImpl> {
   int size() const { return size_; }
   // Where every rank sits (index = rank), as the ranks told each other at wiring; and the
   // topology file the job was started with. The planner reads both.
-  const std::vector<Locality>& localities() const { return localities_; }
+  const std::vector<Locality>& localities() const { return facts_.localities; }
   const std::optional<std::string>& topology_file() const { return topology_; }
   std::chrono::milliseconds timeout() const { return timeout_; }
 
@@ -148,8 +148,8 @@ class CommunicatorImpl : public std::enable_shared_from_this<CommunicatorImpl> {
   std::size_t chunk_bytes_;
   TransportOptions transport_options_;
   std::optional<std::string> topology_;
-  std::vector<Locality> localities_;
-  WiringFacts facts_;
+  WiringFacts
+      facts_;  // what the ranks agreed on at wiring: every rank's locality, the tiers' transports
   CostModel cost_model_;
   TierCosts measured_;  // HOLMES_COST_PROBE
   TierCosts declared_;  // the topology file

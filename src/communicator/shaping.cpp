@@ -80,19 +80,22 @@ std::vector<std::optional<LinkShape>> link_shapes(const std::vector<Locality>& l
   return shapes;
 }
 
-std::vector<std::optional<LinkShape>> link_shapes(const std::vector<Locality>& localities, int rank,
-                                                  const std::optional<std::string>& topology_file,
-                                                  const std::vector<Locality>* job) {
+TopologyLinks topology_links(const std::vector<Locality>& localities, int rank,
+                             const std::optional<std::string>& topology_file,
+                             const std::vector<Locality>* job) {
   const ShapingMode mode = shaping_mode_from_env();
-  std::vector<std::optional<LinkShape>> shapes(localities.size());
-  if (mode == ShapingMode::kOff || (mode == ShapingMode::kAuto && !topology_file)) return shapes;
   std::optional<topology::Topology> file;
   if (topology_file) file = topology::load_topology_file(*topology_file);
+  TopologyLinks links;
+  links.costs = topology_tier_costs(localities, file ? &*file : nullptr, mode);
+  links.shapes.resize(localities.size());
+  if (mode == ShapingMode::kOff || (mode == ShapingMode::kAuto && !topology_file)) return links;
   int ranks_on_host = 0;
   if (job != nullptr && static_cast<std::size_t>(rank) < localities.size()) {
     const std::string& host = localities[static_cast<std::size_t>(rank)].host;
     ranks_on_host = std::max(ranks_of_host(*job, host), ranks_of_host(localities, host));
   }
+  auto& shapes = links.shapes;
   shapes = link_shapes(localities, rank, file ? &*file : nullptr, mode, ranks_on_host);
   // One log line per distinct shape: "ranks 2, 3: shaped to ...".
   std::map<std::string, std::string> peers_by_shape;
@@ -104,7 +107,13 @@ std::vector<std::optional<LinkShape>> link_shapes(const std::vector<Locality>& l
   for (const auto& [shape, peers] : peers_by_shape) {
     HM_LOG_INFO("rank {}: emulated links to ranks {}: {}", rank, peers, shape);
   }
-  return shapes;
+  return links;
+}
+
+std::vector<std::optional<LinkShape>> link_shapes(const std::vector<Locality>& localities, int rank,
+                                                  const std::optional<std::string>& topology_file,
+                                                  const std::vector<Locality>* job) {
+  return topology_links(localities, rank, topology_file, job).shapes;
 }
 
 TierCosts topology_tier_costs(const std::vector<Locality>& localities,
@@ -147,13 +156,6 @@ TierCosts topology_tier_costs(const std::vector<Locality>& localities,
     }
   }
   return costs;
-}
-
-TierCosts topology_tier_costs(const std::vector<Locality>& localities,
-                              const std::optional<std::string>& topology_file) {
-  std::optional<topology::Topology> file;
-  if (topology_file) file = topology::load_topology_file(*topology_file);
-  return topology_tier_costs(localities, file ? &*file : nullptr, shaping_mode_from_env());
 }
 
 }  // namespace holmes::detail

@@ -63,9 +63,15 @@ std::vector<std::optional<LinkShape>> link_shapes(const std::vector<Locality>& l
 // tier is never shaped and is left out. `file` may be null.
 TierCosts topology_tier_costs(const std::vector<Locality>& localities,
                               const topology::Topology* file, ShapingMode mode);
-// As above for a communicator: the file loaded from `topology_file`, the mode from
-// HOLMES_SHAPING.
-TierCosts topology_tier_costs(const std::vector<Locality>& localities,
-                              const std::optional<std::string>& topology_file);
+
+// Both for a communicator, from one reading of `topology_file` and of HOLMES_SHAPING: the shape
+// of each link (as link_shapes, logged) and the tier numbers (as topology_tier_costs).
+struct TopologyLinks {
+  std::vector<std::optional<LinkShape>> shapes;
+  TierCosts costs;
+};
+TopologyLinks topology_links(const std::vector<Locality>& localities, int rank,
+                             const std::optional<std::string>& topology_file,
+                             const std::vector<Locality>* job = nullptr);
 
 }  // namespace holmes::detail
