@@ -138,6 +138,32 @@ HM_API hm_status_t hm_dtype_size(hm_dtype_t dtype, size_t* size);
 typedef struct hm_comm* hm_comm_t;
 typedef struct hm_request* hm_request_t;
 
+/* A key-value store the caller brings (torch.distributed's Store, etcd, Redis, files on a shared
+ * file system ...), set in hm_config_t.kv_store: the ranks meet through it instead of through a
+ * Holmes store (HOLMES_STORE), which no rank then serves. Every rank of the world must be given
+ * a store in which the others' keys appear. Holmes calls the functions only inside hm_init, from
+ * the calling thread, with NUL-terminated keys that start with "holmes/". Each returns 0 on
+ * success and nonzero on failure (hm_init then fails naming the key and the function); the
+ * struct and `user` must stay valid until hm_init returns. */
+typedef struct hm_kv_store {
+  size_t size; /* sizeof(hm_kv_store_t); set by HM_KV_STORE_INITIALIZER */
+  void* user;  /* passed to every function */
+  /* Stores length bytes of value under key, replacing what was there. */
+  int (*set)(void* user, const char* key, const void* value, size_t length);
+  /* Waits up to timeout_ms for key to be set (by any rank), then copies at most capacity bytes of
+   * its value into value and sets *length to the value's whole length; when that is more than
+   * capacity, Holmes calls again with a larger buffer. Returns 0 when the key was there, 1 when
+   * it was not set in time (hm_init fails with HM_ERR_TIMEOUT), any other value when the store
+   * failed (HM_ERR_TRANSPORT). */
+  int (*get)(void* user, const char* key, void* value, size_t capacity, size_t* length,
+             int timeout_ms);
+  /* Adds delta to the integer counter at key (missing: 0), atomically across ranks, and sets
+   * *result to the new value. */
+  int (*add)(void* user, const char* key, int64_t delta, int64_t* result);
+} hm_kv_store_t;
+
+#define HM_KV_STORE_INITIALIZER { sizeof(hm_kv_store_t), NULL, NULL, NULL, NULL }
+
 /* Options of hm_init. Always start from HM_CONFIG_INITIALIZER so that fields added later keep
  * their defaults; zero, -1 or NULL means "take it from the environment, else the default". */
 typedef struct hm_config {
@@ -152,11 +178,16 @@ typedef struct hm_config {
   int timeout_ms;         /* every blocking wait; 0: HOLMES_TIMEOUT_MS, else 300000 */
   int sockets_per_peer;   /* tcp sockets per peer and direction; 0: HOLMES_SOCKETS, else 2 */
   const char* local_addr; /* address to listen on for peers; NULL: HOLMES_ADDR, else the
-                             address this host uses to reach the store */
+                             address this host uses to reach the store (with kv_store: to reach
+                             the store's or MASTER_ADDR's host when given, else the address this
+                             host's name resolves to) */
+  const hm_kv_store_t* kv_store; /* NULL: rendezvous through `store` / HOLMES_STORE; else
+                                    through this store (see hm_kv_store_t); `store` is then
+                                    not dialed: its host only picks local_addr's default */
 } hm_config_t;
 
 #define HM_CONFIG_INITIALIZER \
-  { sizeof(hm_config_t), HOLMES_VERSION_CODE, -1, -1, NULL, NULL, NULL, -1, 0, 0, NULL }
+  { sizeof(hm_config_t), HOLMES_VERSION_CODE, -1, -1, NULL, NULL, NULL, -1, 0, 0, NULL, NULL }
 
 /* Creates the world communicator from the environment: HOLMES_RANK, HOLMES_WORLD_SIZE,
  * HOLMES_STORE (host:port), HOLMES_TOKEN, HOLMES_TOPOLOGY, HOLMES_TIMEOUT_MS; or the variables

@@ -13,6 +13,7 @@
 #include <span>
 #include <string>
 #include <type_traits>
+#include <vector>
 
 namespace holmes {
 
@@ -57,6 +58,26 @@ constexpr hm_dtype_t dtype_of() {
     static_assert(sizeof(T) == 0, "no Holmes dtype for this type");
 }
 
+// A key-value store the caller brings (torch.distributed's Store, etcd, Redis, a shared file
+// system ...): the ranks of a world meet through it instead of through a Holmes store
+// (HOLMES_STORE). Every rank of the world must be handed a store in which the others' keys
+// appear. Holmes calls it only while a world is being created, from the creating thread; keys
+// start with "holmes/". Failures are reported by throwing (holmes::Error or any
+// std::exception): world creation then fails with that message, naming the key.
+class KeyValueStore {
+ public:
+  virtual ~KeyValueStore() = default;
+  // Stores value under key, replacing what was there.
+  virtual void set(const std::string& key, std::span<const std::uint8_t> value) = 0;
+  // The value of key, waiting up to `timeout` for another rank to set it. Throws
+  // holmes::Error(HM_ERR_TIMEOUT) (or any exception) when it is not there in time.
+  virtual std::vector<std::uint8_t> get(const std::string& key,
+                                        std::chrono::milliseconds timeout) = 0;
+  // Adds delta to the integer counter at key (a missing key counts as 0) atomically across
+  // ranks, and returns the new value.
+  virtual std::int64_t add(const std::string& key, std::int64_t delta) = 0;
+};
+
 // Options of Communicator::init. Unset fields come from the environment (see holmes.h).
 struct Config {
   std::optional<int> rank;
@@ -68,6 +89,11 @@ struct Config {
   std::optional<std::chrono::milliseconds> timeout;
   std::optional<int> sockets_per_peer;
   std::optional<std::string> local_addr;
+  // Rendezvous through this store instead of a Holmes store: no rank serves one, and `store` /
+  // HOLMES_STORE / MASTER_ADDR are not dialed; their host, when given, only picks the address
+  // peers reach this rank at (the local end of the route to it). rank and world_size must come
+  // from here or the environment.
+  std::shared_ptr<KeyValueStore> kv_store;
 };
 
 // How a communicator reaches one peer.
@@ -170,6 +196,13 @@ class HM_API Communicator {
   Request ialltoall(const void* send, void* recv, std::size_t count, hm_dtype_t dtype);
   Request isend(const void* buffer, std::size_t count, hm_dtype_t dtype, int peer);
   Request irecv(void* buffer, std::size_t count, hm_dtype_t dtype, int peer);
+  // Tagged point to point (MPI's and torch.distributed's tags, 0 .. 2^30 - 1): messages from one
+  // rank to another with the same tag arrive in the order they were sent; a receive with tag t
+  // takes the first unmatched message with tag t, whatever was sent before it with other tags.
+  // The untagged calls use tag 0.
+  Request isend(const void* buffer, std::size_t count, hm_dtype_t dtype, int peer,
+                std::uint32_t tag);
+  Request irecv(void* buffer, std::size_t count, hm_dtype_t dtype, int peer, std::uint32_t tag);
   Request ibarrier();
 
   // Typed conveniences; sizes are checked against size().

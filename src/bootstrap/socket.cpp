@@ -41,7 +41,58 @@ int poll_timeout_ms(const Deadline& deadline) {
   return static_cast<int>(left > 1000 ? 1000 : left);
 }
 
+// getaddrinfo's results, freed on scope exit.
+struct AddrInfo {
+  addrinfo* list = nullptr;
+  AddrInfo(const char* host, int socktype) {
+    addrinfo hints{};
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = socktype;
+    if (::getaddrinfo(host, "9", &hints, &list) != 0) list = nullptr;
+  }
+  ~AddrInfo() {
+    if (list != nullptr) ::freeaddrinfo(list);
+  }
+  AddrInfo(const AddrInfo&) = delete;
+  AddrInfo& operator=(const AddrInfo&) = delete;
+};
+
+bool is_loopback(const sockaddr* addr) {
+  if (addr->sa_family == AF_INET) {
+    return (ntohl(reinterpret_cast<const sockaddr_in*>(addr)->sin_addr.s_addr) >> 24) == 127;
+  }
+  return addr->sa_family == AF_INET6 &&
+         IN6_IS_ADDR_LOOPBACK(&reinterpret_cast<const sockaddr_in6*>(addr)->sin6_addr);
+}
+
 }  // namespace
+
+std::optional<std::string> local_address_toward(const std::string& host) {
+  const AddrInfo found(host.c_str(), SOCK_DGRAM);
+  for (const addrinfo* ai = found.list; ai != nullptr; ai = ai->ai_next) {
+    Socket probe(::socket(ai->ai_family, SOCK_DGRAM | SOCK_CLOEXEC, 0));
+    if (!probe.valid()) continue;
+    // A UDP connect only chooses the route and the source address; no packet leaves.
+    if (::connect(probe.fd(), ai->ai_addr, ai->ai_addrlen) != 0) continue;
+    const std::string local = probe.local_address();
+    if (local != "?") return local;
+  }
+  return std::nullopt;
+}
+
+std::optional<std::string> host_name_address() {
+  char name[256] = {0};
+  if (::gethostname(name, sizeof(name) - 1) != 0) return std::nullopt;
+  const AddrInfo found(name, SOCK_STREAM);
+  std::optional<std::string> loopback;
+  for (const addrinfo* ai = found.list; ai != nullptr; ai = ai->ai_next) {
+    sockaddr_storage addr{};
+    std::memcpy(&addr, ai->ai_addr, ai->ai_addrlen);
+    if (!is_loopback(ai->ai_addr)) return format_sockaddr(addr, false);
+    if (!loopback) loopback = format_sockaddr(addr, false);
+  }
+  return loopback;
+}
 
 Socket& Socket::operator=(Socket&& other) noexcept {
   if (this != &other) {

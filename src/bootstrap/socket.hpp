@@ -5,12 +5,19 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 
 #include "core/clock.hpp"
 
 namespace holmes {
+
+// The local address of the route this host would take to `host` (asks the kernel through an
+// unconnected UDP socket: nothing is sent); nullopt when host does not resolve or has no route.
+std::optional<std::string> local_address_toward(const std::string& host);
+// An address this host's name resolves to, preferring one that is not loopback; nullopt if none.
+std::optional<std::string> host_name_address();
 
 class Socket {
  public:

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "capi/capi_support.hpp"
+#include "capi/kv_store_c.hpp"
 #include "collectives/algorithm.hpp"
 #include "core/dtype.hpp"
 #include "core/status.hpp"
@@ -55,6 +56,9 @@ holmes::Config config_from_c(const hm_config_t* c) {
     config.sockets_per_peer = c->sockets_per_peer;
   }
   if (HM_HAS(local_addr) && c->local_addr != nullptr) config.local_addr = c->local_addr;
+  if (HM_HAS(kv_store) && c->kv_store != nullptr) {
+    config.kv_store = holmes::capi::kv_store_from_c(*c->kv_store);
+  }
 #undef HM_HAS
   return config;
 }

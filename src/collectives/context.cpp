@@ -66,8 +66,9 @@ std::uint64_t collective_tag(std::uint64_t sequence, std::uint64_t step) {
          (step & ((1ull << kStepBits) - 1));
 }
 
-std::uint64_t p2p_tag(std::uint64_t sequence) {
-  return kTagPointToPoint | (sequence & ((1ull << 62) - 1));
+std::uint64_t p2p_tag(std::uint32_t user_tag, std::uint64_t sequence) {
+  return kTagPointToPoint | (std::uint64_t{user_tag & kMaxUserTag} << 32) |
+         (sequence & 0xffffffffull);
 }
 
 CollectiveContext::CollectiveContext(Transport& transport, int rank, int size,

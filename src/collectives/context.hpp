@@ -45,12 +45,14 @@ std::uint32_t collective_signature(CollectiveKind kind, std::size_t count, int d
                                    int root);
 
 // Message tags: 2 bits kind | 24 bits sequence | 38 bits step. Point-to-point messages use their
-// own kind with a per-peer sequence number. The collective kind (binary 10) tells the transports'
-// matcher that the tag names an operation whose messages all share one signature (matcher.hpp).
+// own kind: 30 bits of the caller's tag | 32 bits of a sequence number per peer and tag. The
+// collective kind (binary 10) tells the transports' matcher that the tag names an operation whose
+// messages all share one signature (matcher.hpp).
 constexpr std::uint64_t kTagCollective = 2ull << 62;
 constexpr std::uint64_t kTagPointToPoint = 1ull << 62;
 std::uint64_t collective_tag(std::uint64_t sequence, std::uint64_t step);
-std::uint64_t p2p_tag(std::uint64_t sequence);
+constexpr std::uint32_t kMaxUserTag = (1u << 30) - 1;
+std::uint64_t p2p_tag(std::uint32_t user_tag, std::uint64_t sequence);
 
 // A receive staged through a pinned slot because its destination is device memory: wait()
 // copies it in once it has arrived.

@@ -187,6 +187,14 @@ Request Communicator::isend(const void* buffer, std::size_t count, hm_dtype_t dt
 Request Communicator::irecv(void* buffer, std::size_t count, hm_dtype_t dtype, int peer) {
   return Request(impl().point_to_point(false, buffer, count, dtype, peer, false));
 }
+Request Communicator::isend(const void* buffer, std::size_t count, hm_dtype_t dtype, int peer,
+                            std::uint32_t tag) {
+  return Request(impl().point_to_point(true, buffer, count, dtype, peer, false, tag));
+}
+Request Communicator::irecv(void* buffer, std::size_t count, hm_dtype_t dtype, int peer,
+                            std::uint32_t tag) {
+  return Request(impl().point_to_point(false, buffer, count, dtype, peer, false, tag));
+}
 Request Communicator::ibarrier() {
   return Request(impl().collective(
       make_call(CollectiveKind::kBarrier, nullptr, nullptr, 0, HM_UINT8, HM_SUM, 0), false));

@@ -7,7 +7,7 @@
 #include <optional>
 
 #include "bootstrap/auth.hpp"
-#include "bootstrap/store_client.hpp"
+#include "bootstrap/rendezvous.hpp"
 #include "collectives/algorithms.hpp"
 #include "collectives/staging.hpp"
 #include "communicator/runtime.hpp"
@@ -39,6 +39,14 @@ constexpr std::size_t kCallerDriveMaxBytes = std::size_t{1} << 20;
 // condition variable: while it drives, that holds the tcp io thread parked for up to its lease
 // (1 ms) per wait, so only small device calls drive.
 constexpr std::size_t kDeviceCallerDriveMaxBytes = std::size_t{64} << 10;
+
+// The sequence number of the next point-to-point message with `peer` and `tag`, counted on.
+std::uint64_t next_p2p(std::vector<std::uint64_t>& untagged,
+                       std::map<std::pair<int, std::uint32_t>, std::uint64_t>& tagged, int peer,
+                       std::uint32_t tag) {
+  if (tag == 0) return untagged[static_cast<std::size_t>(peer)]++;
+  return tagged[{peer, tag}]++;
+}
 
 std::string hex(std::span<const std::uint8_t> bytes) {
   std::string out;
@@ -168,7 +176,11 @@ std::shared_ptr<CommunicatorImpl> CommunicatorImpl::create_world(const ResolvedC
     Runtime::get().serve_store(config.store.host, config.store.port, config.token);
   }
   const Deadline deadline = Deadline::after(config.timeout);
-  StoreClient store(config.store.host, config.store.port, config.token, deadline);
+  std::optional<std::string> route_hint;
+  if (!config.store.host.empty()) route_hint = config.store.host;
+  Rendezvous store = config.kv_store ? Rendezvous::brought(config.kv_store, route_hint)
+                                     : Rendezvous::connect(config.store.host, config.store.port,
+                                                           config.token, deadline);
   // Ranks may create several worlds over one store (tests, restarts); the n-th init of every
   // rank meets the n-th init of the others.
   const auto generation = store.add(fmt::format("holmes/rank{}/inits", config.rank), 1);
@@ -180,10 +192,10 @@ std::shared_ptr<CommunicatorImpl> CommunicatorImpl::create_world(const ResolvedC
     job = hex(auth::random_nonce());
     store.set(prefix + "job", job);
   } else {
-    job = store.get_string(prefix + "job", deadline);
+    job = store.get(prefix + "job", deadline);
   }
   TransportOptions options;
-  options.listen_host = config.local_addr.value_or(store.local_address());
+  options.listen_host = config.local_addr.value_or(store.default_listen_address());
   options.token = config.token;
   options.context = fmt::format("{}/world{}", job, generation);
   options.connect_timeout = config.timeout;
@@ -199,7 +211,7 @@ std::shared_ptr<CommunicatorImpl> CommunicatorImpl::create_world(const ResolvedC
     store.set(base + std::to_string(config.rank), fmt::format("{} {}", config.world_size, mine));
     std::vector<std::string> all(static_cast<std::size_t>(config.world_size));
     for (int i = 0; i < config.world_size; ++i) {
-      const auto value = store.get_string(base + std::to_string(i), deadline);
+      const auto value = store.get(base + std::to_string(i), deadline);
       const auto space = value.find(' ');
       const std::string their_size = value.substr(0, space);
       if (space == std::string::npos || their_size != std::to_string(config.world_size)) {
@@ -611,8 +623,10 @@ std::shared_ptr<RequestImpl> CommunicatorImpl::collective(const CollectiveCall& 
 
 std::shared_ptr<RequestImpl> CommunicatorImpl::point_to_point(bool is_send, const void* buffer,
                                                               std::size_t count, hm_dtype_t dtype,
-                                                              int peer, bool blocking) {
+                                                              int peer, bool blocking,
+                                                              std::uint32_t user_tag) {
   const char* name = is_send ? "send" : "recv";
+  require(user_tag <= kMaxUserTag, "{}: tag {} is outside [0, {}]", name, user_tag, kMaxUserTag);
   require(dtype_valid(dtype), "{}: unknown dtype {} (valid: 0..{})", name, static_cast<int>(dtype),
           HM_DTYPE_COUNT - 1);
   require(peer >= 0 && peer < size_, "{}: peer {} is outside [0, {})", name, peer, size_);
@@ -623,8 +637,9 @@ std::shared_ptr<RequestImpl> CommunicatorImpl::point_to_point(bool is_send, cons
   require(buffer != nullptr || count == 0, "{}: buffer is NULL with count {}", name, count);
   check_usable();
   const std::size_t bytes = count * dtype_size(dtype);
-  // Messages between two ranks are matched in order: the n-th send to a peer meets that peer's
-  // n-th receive from us. The signature lets the receiver check count and dtype.
+  // Messages between two ranks are matched in order per tag: the n-th send to a peer with a tag
+  // meets that peer's n-th receive from us with that tag. The signature lets the receiver check
+  // count and dtype.
   const auto signature = collective_signature(CollectiveKind::kBarrier, count, dtype, -1, -1);
   auto request = std::make_shared<RequestImpl>();
   request->comm = shared_from_this();
@@ -638,7 +653,7 @@ std::shared_ptr<RequestImpl> CommunicatorImpl::point_to_point(bool is_send, cons
   std::shared_ptr<std::byte> slot;
   if (device != nullptr) slot = staging(*device).acquire(bytes, Deadline::after(timeout_));
   if (is_send) {
-    const auto tag = p2p_tag(sent_to_[static_cast<std::size_t>(peer)]++);
+    const auto tag = p2p_tag(user_tag, next_p2p(sent_to_, tagged_sent_to_, peer, user_tag));
     request->what = fmt::format("send to rank {}", peer);
     const auto* data = static_cast<const std::byte*>(buffer);
     if (slot) {
@@ -648,7 +663,8 @@ std::shared_ptr<RequestImpl> CommunicatorImpl::point_to_point(bool is_send, cons
     request->request = transport_->isend(peer, tag, signature, {data, bytes});
     if (slot) request->request->on_complete([slot](const Completion&) {});
   } else {
-    const auto tag = p2p_tag(received_from_[static_cast<std::size_t>(peer)]++);
+    const auto tag =
+        p2p_tag(user_tag, next_p2p(received_from_, tagged_received_from_, peer, user_tag));
     request->what = fmt::format("recv from rank {}", peer);
     auto* target = static_cast<std::byte*>(const_cast<void*>(buffer));
     request->request = transport_->irecv(peer, tag, signature, {slot ? slot.get() : target, bytes});

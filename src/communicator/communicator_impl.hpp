@@ -11,6 +11,7 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -99,8 +100,10 @@ class CommunicatorImpl : public std::enable_shared_from_this<CommunicatorImpl> {
   // Validates, then runs the collective now (after any queued nonblocking ones) when blocking,
   // or queues it and returns its request.
   std::shared_ptr<RequestImpl> collective(const CollectiveCall& call, bool blocking);
+  // Messages from one rank to another with the same tag (0 .. kMaxUserTag) arrive in order.
   std::shared_ptr<RequestImpl> point_to_point(bool is_send, const void* buffer, std::size_t count,
-                                              hm_dtype_t dtype, int peer, bool blocking);
+                                              hm_dtype_t dtype, int peer, bool blocking,
+                                              std::uint32_t tag = 0);
 
   // Throw holmes::Error when the operation failed or the wait timed out.
   void wait(RequestImpl& request);
@@ -159,8 +162,12 @@ class CommunicatorImpl : public std::enable_shared_from_this<CommunicatorImpl> {
 
   std::uint64_t next_sequence_ = 0;  // collectives issued so far (same on every rank)
   std::uint64_t splits_ = 0;
-  std::vector<std::uint64_t> sent_to_;  // point-to-point messages per peer
+  // Point-to-point messages so far per peer and tag: tag 0 (the common case) in a vector, the
+  // others in maps.
+  std::vector<std::uint64_t> sent_to_;
   std::vector<std::uint64_t> received_from_;
+  std::map<std::pair<int, std::uint32_t>, std::uint64_t> tagged_sent_to_;
+  std::map<std::pair<int, std::uint32_t>, std::uint64_t> tagged_received_from_;
 
   mutable std::mutex state_mutex_;
   hm_status_t error_ = HM_SUCCESS;

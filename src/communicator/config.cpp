@@ -37,11 +37,13 @@ ResolvedConfig resolve_config(const Config& config) {
           out.rank, out.world_size, config.rank ? "config" : env.rank_source,
           config.world_size ? "config" : env.world_size_source);
 
+  out.kv_store = config.kv_store;
+  // With a brought store, `store` is not dialed: its host only picks this rank's address.
   if (config.store) {
     out.store = parse_host_port(*config.store, "store address in config");
   } else if (env.store) {
     out.store = *env.store;
-  } else {
+  } else if (!out.kv_store) {
     fail(HM_ERR_INVALID_ARGUMENT,
          "rendezvous store unknown: set HOLMES_STORE=host:port (or MASTER_ADDR and "
          "MASTER_PORT), or the store field of the config");
@@ -52,7 +54,9 @@ ResolvedConfig resolve_config(const Config& config) {
     std::ifstream probe(*out.topology);
     require(probe.good(), "topology file '{}' (HOLMES_TOPOLOGY) cannot be read", *out.topology);
   }
-  out.serve_store = config.serve_store.value_or(env.serve_store.value_or(out.rank == 0));
+  // With a brought store there is no Holmes store to serve.
+  out.serve_store =
+      !out.kv_store && config.serve_store.value_or(env.serve_store.value_or(out.rank == 0));
   if (config.timeout) {
     require(config.timeout->count() > 0, "timeout must be positive, got {} ms",
             config.timeout->count());

@@ -6,6 +6,7 @@
 #include <holmes/holmes.hpp>
 
 #include <chrono>
+#include <memory>
 #include <optional>
 #include <string>
 
@@ -20,7 +21,8 @@ constexpr std::size_t kDefaultChunkBytes = 512u << 10;
 struct ResolvedConfig {
   int rank = 0;
   int world_size = 1;
-  HostPort store;
+  HostPort store;  // with kv_store not dialed: its host (if any) picks the listen address
+  std::shared_ptr<KeyValueStore> kv_store;  // a store the caller brought, else null
   std::string token;
   std::optional<std::string> topology;
   bool serve_store = false;

@@ -204,6 +204,53 @@ TEST(SendRecvOrderTest, MessagesArriveInOrder) {
   for (auto& q : requests) q.wait();
 }
 
+// Tagged messages: a receive takes the first message with its tag, whatever was sent before it
+// with other tags; messages with one tag stay in order; untagged ones are tag 0.
+TEST(SendRecvOrderTest, TagsAreMatchedIndependently) {
+  auto& comm = world();
+  const int n = comm.size();
+  if (n == 1) return;
+  const int r = comm.rank();
+  const int next = (r + 1) % n;
+  const int previous = (r + n - 1) % n;
+  // Sent in the order tag 7 (twice, a large one first), tag 5, untagged, tag 2^30 - 1.
+  const std::uint32_t kTags[] = {7, 7, 5, 0, (1u << 30) - 1};
+  constexpr std::size_t kCounts[] = {300000, 3, 11, 4, 2};
+  std::vector<std::vector<std::int32_t>> out(5), in(5);
+  std::vector<Request> requests;
+  for (std::size_t m = 0; m < 5; ++m) {
+    out[m].assign(kCounts[m], r * 100 + static_cast<int>(m));
+    requests.push_back(comm.isend(out[m].data(), kCounts[m], HM_INT32, next, kTags[m]));
+  }
+  // Received in the reverse order of tags: each receive must find its own tag's message.
+  const std::size_t kOrder[] = {4, 3, 2, 0, 1};
+  for (const std::size_t m : kOrder) {
+    in[m].assign(kCounts[m], -1);
+    if (kTags[m] == 0) {
+      comm.recv(in[m].data(), kCounts[m], HM_INT32, previous);
+    } else {
+      comm.irecv(in[m].data(), kCounts[m], HM_INT32, previous, kTags[m]).wait();
+    }
+    EXPECT_EQ(in[m].front(), previous * 100 + static_cast<int>(m)) << "message " << m;
+    EXPECT_EQ(in[m].back(), previous * 100 + static_cast<int>(m)) << "message " << m;
+  }
+  for (auto& q : requests) q.wait();
+}
+
+TEST(SendRecvOrderTest, ATagOutOfRangeIsRefused) {
+  auto& comm = world();
+  if (comm.size() == 1) return;
+  std::int32_t x = 0;
+  try {
+    comm.isend(&x, 1, HM_INT32, (comm.rank() + 1) % comm.size(), 1u << 30);
+    ADD_FAILURE() << "a tag of 2^30 was accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.status(), HM_ERR_INVALID_ARGUMENT);
+    EXPECT_NE(std::string(e.what()).find("tag 1073741824 is outside"), std::string::npos)
+        << e.what();
+  }
+}
+
 // No rank leaves the barrier before the last one has entered it.
 TEST(BarrierTest, NobodyLeavesEarly) {
   auto& comm = world();

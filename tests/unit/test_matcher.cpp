@@ -86,7 +86,7 @@ TEST(ControlTag, RoundTripsWithTheDocumentedLayout) {
 
 TEST(ControlTag, OtherKindsAndMalformedTagsAreNotControlMessages) {
   EXPECT_FALSE(decode_control_tag(collective_tag(5, 1)).has_value());
-  EXPECT_FALSE(decode_control_tag(p2p_tag(5)).has_value());
+  EXPECT_FALSE(decode_control_tag(p2p_tag(0, 5)).has_value());
   EXPECT_FALSE(decode_control_tag(42).has_value());
   const std::uint64_t probe = control_tag(ControlType::kProbe, 5, 3);
   const std::uint64_t type_bits = 3ull << 36;
@@ -122,7 +122,7 @@ TEST(MatcherControl, AProbeOfAnotherCallFailsEveryReceiveOfTheSlot) {
   // A point-to-point receive is no part of any slot.
   std::vector<std::byte> p2p_buffer(4);
   auto p2p = std::make_shared<Completion>();
-  EXPECT_FALSE(m.post(1, p2p_tag(0), kTheirs, p2p_buffer, p2p));
+  EXPECT_FALSE(m.post(1, p2p_tag(0, 0), kTheirs, p2p_buffer, p2p));
   ASSERT_FALSE(from_one.finished_at_post);
   ASSERT_FALSE(from_two.finished_at_post);
 

@@ -48,13 +48,14 @@ class Config(ctypes.Structure):
         ("timeout_ms", ctypes.c_int),
         ("sockets_per_peer", ctypes.c_int),
         ("local_addr", ctypes.c_char_p),
+        ("kv_store", ctypes.c_void_p),  # const hm_kv_store_t*; the package passes NULL
     ]
 
     @classmethod
     def initializer(cls):
         """HM_CONFIG_INITIALIZER."""
         return cls(ctypes.sizeof(cls), HEADER_VERSION_CODE, -1, -1, None, None, None, -1, 0, 0,
-                   None)
+                   None, None)
 
 
 class Model(ctypes.Structure):
