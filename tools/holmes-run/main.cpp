@@ -1,13 +1,16 @@
 // holmes-run: start a Holmes job of N local ranks.
 //
-//   holmes-run -n N [--topology FILE] [--token T] [--timeout S] -- PROGRAM ARGS...
+//   holmes-run -n N [--topology FILE] [--token T] [--timeout S] [--torch] -- PROGRAM ARGS...
 //
 // Serves the rendezvous store itself, starts N copies of PROGRAM with HOLMES_RANK,
 // HOLMES_WORLD_SIZE, HOLMES_LOCAL_RANK, HOLMES_STORE, HOLMES_TOKEN (a random one unless given),
 // HOLMES_STORE_SERVE=0 and HOLMES_TOPOLOGY set, and prefixes every line they print with
 // "[rank K] ". SIGINT and SIGTERM are forwarded to every rank. When a rank fails (non-zero exit
 // or a signal) the others are stopped (SIGTERM, then SIGKILL after a grace period) and
-// holmes-run exits non-zero, naming the rank.
+// holmes-run exits non-zero, naming the rank. With --torch the ranks also get torchrun's variables
+// (RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT: a free port for
+// torch's own store, which rank 0 serves), so torch.distributed scripts start as under torchrun
+// (Debian's torchrun fails under Python 3.11).
 #include <fmt/format.h>
 #include <CLI/CLI.hpp>
 
@@ -53,6 +56,12 @@ struct Rank {
   Stream out;
   Stream err;
 };
+
+// A port nobody listens on now, for torch's TCPStore (as torchrun picks one): bound, then freed.
+int free_port(const std::string& host) {
+  holmes::StoreServer probe(holmes::StoreServerOptions{host, 0, "probe"});
+  return probe.port();
+}
 
 std::string random_token() {
   const auto nonce = holmes::auth::random_nonce();
@@ -136,6 +145,10 @@ int main(int argc, char** argv) {
   app.add_option("--timeout", timeout_s, "stop the job after this many seconds (0: never)");
   app.add_option("--grace", grace_s, "seconds between SIGTERM and SIGKILL when stopping ranks");
   app.add_option("--host", host, "address the store listens on");
+  bool torch_env = false;
+  app.add_flag("--torch", torch_env,
+               "also set torchrun's RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR "
+               "and MASTER_PORT (a free port)");
   app.add_option("command", command, "program and its arguments (after --)")->required();
   app.prefix_command(false);
   CLI11_PARSE(app, argc, argv);
@@ -165,6 +178,15 @@ int main(int argc, char** argv) {
     return 1;
   }
   const std::string store_address = fmt::format("{}:{}", host, store->port());
+  int torch_port = 0;
+  if (torch_env) {
+    try {
+      torch_port = free_port(host);
+    } catch (const holmes::Error& e) {
+      fmt::print(stderr, "holmes-run: no free port for torch's store: {}\n", e.what());
+      return 1;
+    }
+  }
 
   // Everything the children need is prepared before fork(): between fork and exec only
   // async-signal-safe calls are allowed.
@@ -174,7 +196,8 @@ int main(int argc, char** argv) {
     const auto name = entry.substr(0, entry.find('='));
     // Do not pass on a launcher's identity that would contradict ours.
     if (name.rfind("HOLMES_", 0) == 0 || name == "RANK" || name == "WORLD_SIZE" ||
-        name == "LOCAL_RANK" || name == "MASTER_ADDR" || name == "MASTER_PORT") {
+        name == "LOCAL_RANK" || name == "LOCAL_WORLD_SIZE" || name == "MASTER_ADDR" ||
+        name == "MASTER_PORT") {
       continue;
     }
     base_env.push_back(entry);
@@ -203,6 +226,14 @@ int main(int argc, char** argv) {
     env.push_back(fmt::format("HOLMES_TOKEN={}", token));
     env.push_back("HOLMES_STORE_SERVE=0");
     if (!topology.empty()) env.push_back(fmt::format("HOLMES_TOPOLOGY={}", topology));
+    if (torch_env) {
+      env.push_back(fmt::format("RANK={}", i));
+      env.push_back(fmt::format("WORLD_SIZE={}", nranks));
+      env.push_back(fmt::format("LOCAL_RANK={}", i));
+      env.push_back(fmt::format("LOCAL_WORLD_SIZE={}", nranks));
+      env.push_back(fmt::format("MASTER_ADDR={}", host));
+      env.push_back(fmt::format("MASTER_PORT={}", torch_port));
+    }
     std::vector<char*> envp;
     for (auto& e : env) envp.push_back(e.data());
     envp.push_back(nullptr);
