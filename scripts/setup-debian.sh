@@ -23,6 +23,9 @@ PACKAGES=(
   libgloo-dev libopenmpi-dev iperf3  # peers and loopback capacity of bench/compare-local.sh
   # the Python bindings' tests, and plots of the benchmark and simulator scripts
   python3 python3-numpy python3-pytest python3-matplotlib
+  # the torch.distributed backend (bindings/torch) and its tests: torch 1.13 (CPU), its C++
+  # headers and CMake package, pybind11 for the extension module
+  python3-torch libtorch-dev pybind11-dev
 )
 
 missing=()

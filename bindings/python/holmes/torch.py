@@ -1,8 +1,20 @@
-"""Holmes collectives on CPU torch tensors, without copies.
+"""holmes.torch: Holmes as a torch.distributed backend, and Holmes collectives on CPU tensors.
 
-A CPU tensor and ``tensor.numpy()`` share memory, so each function here hands the tensors'
-numpy views to the Comm method of the same name and returns torch tensors over the results.
-Tensors must be on the CPU and contiguous; bfloat16 tensors travel as their 16-bit patterns.
+The backend. ``import holmes.torch`` registers backend "holmes" with torch.distributed; a script
+written for gloo or NCCL switches with one line, and every dist.* call, DDP, new_group and
+send/recv then run on Holmes (its transports per peer, island-aware algorithms, planner):
+
+    import torch.distributed as dist
+    import holmes.torch
+    dist.init_process_group("holmes")          # env://, tcp://, file:// or store=: as for gloo
+    groups = holmes.torch.plan_groups(preset="gpt-7.5b")  # this rank's TP, PP and DP groups
+
+Ranks meet through the store torch hands the backend; no HOLMES_* variable is needed. The
+compiled part is holmes/_holmes_torch (built with the project when torch is found).
+
+The numpy-level functions. A CPU tensor and ``tensor.numpy()`` share memory, so allreduce() and
+the others here hand the tensors' numpy views to the Comm method of the same name and return
+torch tensors over the results (contiguous CPU tensors; bfloat16 travels as its 16-bit patterns):
 
     import holmes, holmes.torch as ht
     world = holmes.init()
@@ -10,13 +22,175 @@ Tensors must be on the CPU and contiguous; bfloat16 tensors travel as their 16-b
     ht.allreduce(world, grad, "avg", out=grad)   # in place, no copy
 """
 
+import dataclasses
+import glob
+import importlib.machinery
+import importlib.util
+import inspect
+import json
+import os
+import pathlib
+
 import numpy as np
 import torch
 
 from .types import Op
 
 __all__ = ["allreduce", "reduce_scatter", "allgather", "broadcast", "reduce", "alltoall", "send",
-           "recv", "as_numpy"]
+           "recv", "as_numpy", "register_backend", "extension_path", "plan_groups", "PlanGroups",
+           "peer_transports", "BACKEND"]
+
+BACKEND = "holmes"
+
+
+class BackendNotBuiltError(ImportError):
+    """The compiled backend (holmes/_holmes_torch) was not found; the message says where."""
+
+
+_extension = None
+
+
+def _extension_candidates():
+    """Where the compiled backend may be, first match wins: HOLMES_TORCH_EXTENSION, this package's
+    own directory (an installed package), then build trees of this checkout (the newest)."""
+    named = os.environ.get("HOLMES_TORCH_EXTENSION")
+    if named:
+        return [named]
+    package_dir = pathlib.Path(__file__).resolve().parent
+    suffixes = importlib.machinery.EXTENSION_SUFFIXES
+    found = [str(p) for s in suffixes for p in package_dir.glob("_holmes_torch" + s)]
+    repo = package_dir.parents[2]
+    builds = [pathlib.Path(p) for s in suffixes
+              for p in glob.glob(str(repo / "build*" / "lib" / "python" / ("_holmes_torch" + s)))]
+    found += [str(p) for p in sorted(builds, key=lambda p: p.stat().st_mtime, reverse=True)]
+    return found
+
+
+def _load_extension():
+    global _extension
+    if _extension is not None:
+        return _extension
+    import torch.distributed  # noqa: F401 (its types must exist before the extension uses them)
+    tried = _extension_candidates()
+    for path in tried:
+        if not os.path.exists(path):
+            continue
+        spec = importlib.util.spec_from_file_location("holmes._holmes_torch", path)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        _extension = module
+        return module
+    raise BackendNotBuiltError(
+        "the holmes torch backend (_holmes_torch) was not found; looked in: " +
+        (", ".join(tried) or "(nowhere)") + ". Build Holmes with torch installed "
+        "(HOLMES_WITH_TORCH=AUTO) or set HOLMES_TORCH_EXTENSION")
+
+
+def extension_path():
+    """The file of the compiled backend in use."""
+    return _load_extension().__file__
+
+
+def register_backend():
+    """Registers backend "holmes" with torch.distributed (done by importing this module; harmless
+    twice). Raises BackendNotBuiltError when the compiled backend is missing."""
+    import torch.distributed as dist
+    ext = _load_extension()
+    if BACKEND.upper() in getattr(dist.Backend, "_plugins", {}):
+        return
+    kwargs = {}
+    if "devices" in inspect.signature(dist.Backend.register_backend).parameters:
+        kwargs["devices"] = ["cpu", "cuda"]  # torch >= 2.1: the devices the backend serves
+    dist.Backend.register_backend(BACKEND, ext.create_backend, **kwargs)
+
+
+def _holmes_group(group):
+    import torch.distributed as dist
+    if group is None:
+        group = dist.distributed_c10d._get_default_group()
+    return group
+
+
+def peer_transports(group=None):
+    """(transport, reason, link) of every rank of a holmes group (default: the world), as Holmes
+    chose them: shm inside a host, ucx/verbs inside an RDMA island, tcp across islands."""
+    return _load_extension().peer_transports(_holmes_group(group))
+
+
+@dataclasses.dataclass
+class PlanGroups:
+    """This rank's place in a plan, in torch terms. tensor, pipeline and data are torch process
+    groups (backend holmes) for this rank's TP, PP and DP groups; *_ranks are their members as
+    global ranks, pipeline_ranks in stage order (send to pipeline_ranks[stage + 1])."""
+
+    tensor: object
+    pipeline: object
+    data: object
+    tensor_ranks: list
+    pipeline_ranks: list
+    data_ranks: list
+    stage: int
+    num_stages: int
+    layers: range
+    micro_batches: int
+    predicted_step_seconds: float
+    naive_step_seconds: float
+    plan: dict
+
+
+def plan_groups(preset=None, file=None, *, naive=False, world=None, backend=BACKEND, **model):
+    """Collective over the world (every rank, same arguments): plans the model on the world's
+    topology with Holmes's planner (hm_plan_create) and returns this rank's TP, PP and DP groups
+    as torch process groups, its stage and layer range (PlanGroups). naive=True: the naive
+    placement (Megatron's rank order, even layer split) the plan compares against. Model fields
+    as in holmes.Plan: layers, hidden, heads, seq_len, vocab, micro_batch, global_batch,
+    dtype_bytes, recompute, tp, pp, gpu_memory_gb, architecture ("gpt"/"mlp"), device_tflops.
+    world: the holmes group of every rank that plans (default: the default group, which must
+    then be holmes); backend: of the groups made (another backend, e.g. "gloo", runs a plan on
+    it for comparison)."""
+    import torch
+    import torch.distributed as dist
+    world = _holmes_group(world)
+    fields = dict(model)
+    if preset is not None:
+        fields["preset"] = preset
+    if file is not None:
+        fields["file"] = str(file)
+    info = _load_extension().plan(world, fields, naive)
+    n, me = dist.get_world_size(), dist.get_rank()
+    if dist.get_world_size(world) != n:
+        raise ValueError(f"plan_groups: world has {dist.get_world_size(world)} ranks, the job {n}:"
+                         " plan with a group of every rank")
+    role = torch.tensor([info["stage"], info["tp_rank"], info["dp_rank"]], dtype=torch.int64)
+    roles = [torch.empty_like(role) for _ in range(n)]
+    dist.all_gather(roles, role, group=world)
+    roles = [tuple(int(v) for v in r) for r in roles]
+    # The same keys as hm_plan_comm_create: TP (stage, dp) by tp, PP (dp, tp) by stage,
+    # DP (stage, tp) by dp.
+    kinds = {
+        "tensor": (lambda s, t, d: (s, d), lambda s, t, d: t),
+        "pipeline": (lambda s, t, d: (d, t), lambda s, t, d: s),
+        "data": (lambda s, t, d: (s, t), lambda s, t, d: d),
+    }
+    mine, members = {}, {}
+    for kind, (key_of, order_of) in kinds.items():
+        by_key = {}
+        for rank, r in enumerate(roles):
+            by_key.setdefault(key_of(*r), []).append(rank)
+        # Every rank creates every group, in the same order, as torch requires.
+        for key in sorted(by_key):
+            ranks = sorted(by_key[key], key=lambda rank: order_of(*roles[rank]))
+            group = dist.new_group(ranks, backend=backend)
+            if me in ranks:
+                mine[kind], members[kind] = group, ranks
+    first = info["first_layer"]
+    return PlanGroups(
+        tensor=mine["tensor"], pipeline=mine["pipeline"], data=mine["data"],
+        tensor_ranks=members["tensor"], pipeline_ranks=members["pipeline"],
+        data_ranks=members["data"], stage=info["stage"], num_stages=info["num_stages"],
+        layers=range(first, first + info["num_layers"]), micro_batches=info["micro_batches"],
+        predicted_step_seconds=info["predicted_step_seconds"],
+        naive_step_seconds=info["naive_step_seconds"], plan=json.loads(info["json"]))
 
 
 def as_numpy(name, tensor):
@@ -98,3 +272,22 @@ def recv(comm, out, peer):
     view, dtype = as_numpy("out", out)
     comm.recv(view, peer, dtype=dtype)
     return out
+
+
+def _register_missing(error):
+    """Without the compiled backend, init_process_group("holmes") raises the reason (instead of
+    torch's "invalid backend"); the numpy-level functions above work all the same."""
+    import torch.distributed as dist
+    if BACKEND.upper() in getattr(dist.Backend, "_plugins", {}):
+        return
+
+    def missing(*_args, **_kwargs):
+        raise error
+
+    dist.Backend.register_backend(BACKEND, missing)
+
+
+try:
+    register_backend()
+except BackendNotBuiltError as _error:
+    _register_missing(_error)

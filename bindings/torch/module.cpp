@@ -1,0 +1,148 @@
+// The Python extension module holmes._holmes_torch: the creator torch.distributed calls for
+// backend "holmes" (registered by holmes/torch.py), and what holmes.torch needs of a group
+// (the planner over its communicator, the transport of each peer).
+#include <holmes/holmes.hpp>
+
+#include <pybind11/chrono.h>
+#include <pybind11/stl.h>
+#include <torch/csrc/utils/pybind.h>
+
+#include <string>
+
+#include "process_group_holmes.hpp"
+
+namespace py = pybind11;
+
+namespace holmes::torch_backend {
+namespace {
+
+// The Holmes backend behind a Python ProcessGroup, or a TypeError naming what it is instead.
+ProcessGroupHolmes& holmes_group(const py::object& group) {
+#if TORCH_VERSION_MAJOR >= 2
+  auto pg = group.cast<c10::intrusive_ptr<c10d::ProcessGroup>>();
+  c10::intrusive_ptr<c10d::Backend> backend;
+  try {
+    backend = pg->getBackend(c10::DeviceType::CPU);
+  } catch (const std::exception&) {
+  }
+  auto* holmes = dynamic_cast<ProcessGroupHolmes*>(backend.get());
+  const std::string name = pg->getBackendName();
+#else
+  auto pg = group.cast<c10::intrusive_ptr<c10d::ProcessGroup>>();
+  auto* holmes = dynamic_cast<ProcessGroupHolmes*>(pg.get());
+  const std::string name = pg->getBackendName();
+#endif
+  if (holmes == nullptr) {
+    throw py::type_error("expected a process group of backend 'holmes', got one of '" + name + "'");
+  }
+  return *holmes;
+}
+
+ModelDescription model_from(const py::dict& fields) {
+  ModelDescription m;
+  for (const auto& [key_handle, value] : fields) {
+    const auto key = key_handle.cast<std::string>();
+    if (key == "preset") {
+      m.preset = value.cast<std::string>();
+    } else if (key == "file") {
+      m.file = py::str(value).cast<std::string>();
+    } else if (key == "architecture") {
+      m.architecture = value.cast<std::string>();
+    } else if (key == "layers") {
+      m.layers = value.cast<int>();
+    } else if (key == "hidden") {
+      m.hidden = value.cast<int>();
+    } else if (key == "heads") {
+      m.heads = value.cast<int>();
+    } else if (key == "seq_len") {
+      m.seq_len = value.cast<int>();
+    } else if (key == "vocab") {
+      m.vocab = value.cast<int>();
+    } else if (key == "micro_batch") {
+      m.micro_batch = value.cast<int>();
+    } else if (key == "global_batch") {
+      m.global_batch = value.cast<int>();
+    } else if (key == "dtype_bytes") {
+      m.dtype_bytes = value.cast<int>();
+    } else if (key == "recompute") {
+      if (!value.is_none()) m.recompute = value.cast<bool>();
+    } else if (key == "tp") {
+      m.tp = value.cast<int>();
+    } else if (key == "pp") {
+      m.pp = value.cast<int>();
+    } else if (key == "gpu_memory_gb") {
+      m.gpu_memory_gb = value.cast<double>();
+    } else if (key == "device_tflops") {
+      m.device_tflops = value.cast<double>();
+    } else {
+      throw py::type_error("unknown model field '" + key +
+                           "' (known: preset, file, architecture, layers, hidden, heads, "
+                           "seq_len, vocab, micro_batch, global_batch, dtype_bytes, recompute, "
+                           "tp, pp, gpu_memory_gb, device_tflops)");
+    }
+  }
+  if (m.preset.empty() && m.file.empty()) {
+    throw py::value_error("give a model preset= (e.g. 'gpt-7.5b', 'mlp') or file=");
+  }
+  return m;
+}
+
+// Collective over the group: the plan, and where this rank sits in it (for each placement).
+py::dict plan(const py::object& group, const py::dict& fields, bool naive) {
+  auto& pg = holmes_group(group);
+  const ModelDescription model = model_from(fields);
+  py::dict out;
+  {
+    py::gil_scoped_release release;
+    try {
+      Plan p = Plan::create(pg.communicator(), model);
+      if (naive) p.select(HM_PLACEMENT_NAIVE);
+      const PlanRank r = p.rank();
+      py::gil_scoped_acquire acquire;
+      out["stage"] = r.stage;
+      out["num_stages"] = r.num_stages;
+      out["first_layer"] = r.first_layer;
+      out["num_layers"] = r.num_layers;
+      out["tp_rank"] = r.tp_rank;
+      out["tp_size"] = r.tp_size;
+      out["dp_rank"] = r.dp_rank;
+      out["dp_size"] = r.dp_size;
+      out["micro_batches"] = r.micro_batches;
+      out["json"] = p.json();
+      out["predicted_step_seconds"] = p.predicted_step_seconds();
+      out["naive_step_seconds"] = p.naive_step_seconds();
+    } catch (const Error& e) {
+      py::gil_scoped_acquire acquire;
+      throw std::runtime_error(std::string("holmes backend: planning failed (") +
+                               hm_status_string(e.status()) + "): " + e.what());
+    }
+  }
+  return out;
+}
+
+py::list peer_transports(const py::object& group) {
+  auto& comm = holmes_group(group).communicator();
+  py::list out;
+  for (int peer = 0; peer < comm.size(); ++peer) {
+    const PeerTransport t = comm.peer_transport(peer);
+    out.append(py::make_tuple(t.transport, t.reason, t.link));
+  }
+  return out;
+}
+
+}  // namespace
+}  // namespace holmes::torch_backend
+
+PYBIND11_MODULE(_holmes_torch, m) {
+  using namespace holmes::torch_backend;
+  m.doc() = "The torch.distributed backend 'holmes' (import holmes.torch registers it)";
+  m.def("create_backend", &create_process_group_holmes, py::arg("store"), py::arg("rank"),
+        py::arg("size"), py::arg("timeout"), py::call_guard<py::gil_scoped_release>(),
+        "The creator torch.distributed calls: (store, rank, world_size, timeout)");
+  m.def("plan", &plan, py::arg("group"), py::arg("model"), py::arg("naive") = false,
+        "Collective over a holmes group: the planner's placement of a model on it");
+  m.def("peer_transports", &peer_transports, py::arg("group"),
+        "(transport, reason, link) for each rank of a holmes group");
+  m.attr("torch_version_major") = TORCH_VERSION_MAJOR;
+  m.attr("max_user_tag") = kMaxUserTag;
+}

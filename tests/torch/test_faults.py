@@ -1,0 +1,76 @@
+"""A killed rank: every survivor's wait raises within the group's timeout, naming the peer.
+One pytest process starts the ranks itself (torchrun's variables, a free port): a rank that
+dies must not stop the others, as holmes-run would."""
+
+import os
+import pathlib
+import socket
+import subprocess
+import sys
+import time
+
+WORKER = r'''
+import datetime, os, signal, sys, time
+import torch, torch.distributed as dist
+import holmes.torch
+dist.init_process_group("holmes", timeout=datetime.timedelta(seconds=5))
+rank = dist.get_rank()
+x = torch.ones(1 << 12)
+dist.all_reduce(x)                                  # everyone is connected
+if rank == int(os.environ["VICTIM"]):
+    os.kill(os.getpid(), signal.SIGKILL)
+time.sleep(0.5)
+start = time.monotonic()
+try:
+    for _ in range(50):
+        dist.all_reduce(torch.ones(1 << 16))
+    print("NO ERROR", flush=True)
+except RuntimeError as e:
+    print(f"RAISED after {time.monotonic() - start:.2f} s: {e}", flush=True)
+os._exit(0)
+'''
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def run_job(ranks, victim):
+    port = free_port()
+    package = pathlib.Path(__file__).resolve().parents[2] / "bindings" / "python"
+    procs = []
+    for r in range(ranks):
+        env = dict(os.environ, RANK=str(r), WORLD_SIZE=str(ranks), LOCAL_RANK=str(r),
+                   MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), VICTIM=str(victim))
+        env["PYTHONPATH"] = os.pathsep.join([str(package), env.get("PYTHONPATH", "")])
+        procs.append(subprocess.Popen([sys.executable, "-c", WORKER], env=env,
+                                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                      text=True))
+    outputs = []
+    deadline = time.monotonic() + 60
+    for p in procs:
+        try:
+            out, _ = p.communicate(timeout=max(1, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            for q in procs:
+                q.kill()
+            out, _ = p.communicate()
+            out += "\n(HUNG: killed by the test)"
+        outputs.append((p.returncode, out))
+    return outputs
+
+
+def test_survivors_of_a_killed_rank_raise_naming_it():
+    ranks, victim = 3, 2
+    outputs = run_job(ranks, victim)
+    for r, (code, out) in enumerate(outputs):
+        if r == victim:
+            assert code == -9, out
+            continue
+        assert code == 0, out
+        assert "RAISED" in out, out
+        seconds = float(out.split("RAISED after ")[1].split(" s")[0])
+        assert seconds < 5 + 5, out  # the group's timeout, plus the slack of one wait
+        assert "rank 2" in out or "peer 2" in out, out
