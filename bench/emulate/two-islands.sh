@@ -4,6 +4,9 @@
 #   holmes-auto   Holmes with the cost model's own choice (expected: hier)
 #   holmes-ring   Holmes forced onto its ring (--algo ring; pairwise for an alltoall)
 #   gloo-ring     gloo::allreduce ring over Gloo's tcp transport (allreduce only)
+# and with -T (allreduce only) the same allreduce through torch.distributed:
+#   torch-holmes  bench/peers/torch_allreduce.py --backend holmes (import holmes.torch)
+#   torch-gloo    bench/peers/torch_allreduce.py --backend gloo (torch's own backend)
 # Prints the busbw of each, the ratios holmes-auto/gloo-ring and holmes-auto/holmes-ring, and
 # the bound the slow tier sets, then removes every namespace, link and qdisc it made (also on
 # failure and Ctrl-C).
@@ -27,7 +30,7 @@
 #
 # Usage: bench/emulate/two-islands.sh [-B BUILD] [-p RANKS_PER_HOST] [-s SIZE] [-n ITERS]
 #                                     [-w WARMUP] [-R RATE] [-t SECONDS] [-P] [-c COLLECTIVE]
-#                                     [-A ALGO]
+#                                     [-A ALGO] [-T]
 #   -B BUILD           build with bin/holmes-bench, holmes-store and gloo-allreduce-bench
 #                      (default: $HOLMES_BUILD or <repo>/build)
 #   -p RANKS_PER_HOST  ranks on each of the 4 hosts (default 2: 8 ranks)
@@ -41,6 +44,7 @@
 #   -P                 Holmes measures its links when it starts (HOLMES_COST_PROBE=1) instead of
 #                      being told the shaped rate (HOLMES_COST_INTER_ISLAND); rank 0's log line
 #                      "cost probe ..." (in the output with TWO_ISLANDS_KEEP_TMP=1) has the numbers
+#   -T                 also torch-holmes and torch-gloo (needs python3-torch and the torch backend)
 # Needs root, iproute2 (ip, tc) and iperf3 (measures one shaped uplink for the bound).
 set -euo pipefail
 
@@ -55,7 +59,8 @@ run_timeout=180
 probe=0
 collective=allreduce
 auto_algo_flag=auto
-while getopts "B:p:s:n:w:R:t:Pc:A:h" opt; do
+torch_runs=0
+while getopts "B:p:s:n:w:R:t:Pc:A:Th" opt; do
   case $opt in
     B) build="$OPTARG" ;;
     p) per_host="$OPTARG" ;;
@@ -65,6 +70,7 @@ while getopts "B:p:s:n:w:R:t:Pc:A:h" opt; do
     R) rate_mbit="$OPTARG" ;;
     t) run_timeout="$OPTARG" ;;
     P) probe=1 ;;
+    T) torch_runs=1 ;;
     c) collective="$OPTARG" ;;
     A) auto_algo_flag="$OPTARG" ;;
     *)
@@ -329,6 +335,34 @@ run_gloo() {
   run_ranks "$name" gloo_rank_cmd
 }
 
+# torch.distributed's allreduce: torch's TCPStore on h0 (rank 0 serves it); each rank describes
+# its host as the Holmes ranks do, so backend holmes sees the same islands and links.
+torch_backend=gloo
+torch_port=0
+torch_rank_cmd() {
+  local r=$1 k=$2
+  printf '%s\n' env "RANK=$r" "WORLD_SIZE=$ranks" "LOCAL_RANK=$((r % per_host))" \
+    "MASTER_ADDR=${addr_of[0]}" "MASTER_PORT=$torch_port" GLOO_SOCKET_IFNAME=isl \
+    "TORCH_TIMEOUT_S=$run_timeout" OMP_NUM_THREADS=1 \
+    "PYTHONPATH=$root/bindings/python" "HOLMES_LIBRARY=$build/lib/libholmes.so" \
+    "HOLMES_TORCH_EXTENSION=$(ls "$build"/lib/python/_holmes_torch*.so 2>/dev/null | head -1)" \
+    "HOLMES_HOST=${hosts[k]}" "HOLMES_ISLAND=${island_of[k]}" HOLMES_FABRIC=roce \
+    "HOLMES_LOCAL_RANK=$((r % per_host))" "HOLMES_ADDR=${addr_of[k]}" \
+    "HOLMES_COST_INTER_ISLAND=100,$(awk -v m="$rate_mbit" 'BEGIN {print m / 8000}')" \
+    "HOLMES_LOG_LEVEL=${HOLMES_LOG_LEVEL:-info}" HOLMES_TIMEOUT_MS=$((run_timeout * 1000)) \
+    /usr/bin/python3 "$root/bench/peers/torch_allreduce.py" allreduce -b "$size" -e "$size" \
+    -n "$iters" -w "$warmup" -c --backend "$torch_backend"
+  ((r == 0)) && printf '%s\n' --csv "$tmp/$name.csv"
+  return 0
+}
+
+run_torch() {
+  local name=$1
+  torch_backend=$2
+  torch_port=$((30000 + RANDOM % 20000))
+  run_ranks "$name" torch_rank_cmd
+}
+
 # Column COL of the CSV row of a run (one size, so one row).
 csv_field() {
   awk -F, -v col="$2" 'NR == 1 {for (i = 1; i <= NF; i++) if ($i == col) c = i; next}
@@ -358,6 +392,7 @@ runs=(holmes-auto holmes-ring)
 flat=ring # the flat algorithm the holmes-ring run forces (alltoall has no ring: pairwise)
 [[ $collective == alltoall ]] && flat=pairwise
 [[ $collective == allreduce ]] && runs+=(gloo-ring)
+[[ $collective == allreduce ]] && ((torch_runs)) && runs+=(torch-holmes torch-gloo)
 for name in "${runs[@]}"; do
   begun=$SECONDS
   read -ra before <<<"$(uplink_bytes)"
@@ -365,6 +400,8 @@ for name in "${runs[@]}"; do
     holmes-auto) run_holmes "$name" "$auto_algo_flag" ;;
     holmes-ring) run_holmes "$name" "$flat" ;;
     gloo-ring) run_gloo "$name" ;;
+    torch-holmes) run_torch "$name" holmes ;;
+    torch-gloo) run_torch "$name" gloo ;;
   esac
   [[ -s $tmp/$name.csv ]] || die "$name wrote no CSV (see $tmp/$name.rank0.log)"
   wrong="$(csv_field "$name" wrong)"
@@ -384,9 +421,10 @@ auto_algo="$(csv_field holmes-auto algorithm)"
 # for an allreduce, (G-1)/G x S for an allgather or reduce-scatter; for an alltoall each of its
 # ranks (G-1)/G of its buffer.
 /usr/bin/python3 - "$size_bytes" "$ranks" "$rate_mbit" "$uplink_mbit" "$tmp" "$auto_algo" \
-  "$transports" "$collective" <<'EOF'
+  "$transports" "$collective" "$torch_runs" <<'EOF'
 import csv, sys
-size, ranks, rate_mbit, uplink_mbit, tmp, auto_algo, transports, collective = sys.argv[1:]
+size, ranks, rate_mbit, uplink_mbit, tmp, auto_algo, transports, collective, torch_runs = \
+    sys.argv[1:]
 size, ranks, rate_mbit, uplink_mbit = int(size), int(ranks), float(rate_mbit), float(uplink_mbit)
 islands, hosts_per_island = 2, 2
 passes = 2 if collective == "allreduce" else 1
@@ -406,6 +444,8 @@ def bound(bits_per_s_per_host):
 
 
 names = ("holmes-auto", "holmes-ring") + (("gloo-ring",) if collective == "allreduce" else ())
+if collective == "allreduce" and torch_runs == "1":
+    names += ("torch-holmes", "torch-gloo")
 runs = {name: row(name) for name in names}
 print(f"# two islands x {hosts_per_island} hosts, {ranks} ranks, {collective} float32 {size} B, "
       f"uplinks {rate_mbit:g} Mbit/s per host (measured {uplink_mbit:g})")
@@ -430,6 +470,11 @@ print(f"holmes-auto ({auto_algo}) / holmes-ring : {auto / ring:.2f}x")
 print(f"holmes-auto / bound (nominal)   : {auto / nominal_busbw:.2f}  (target >= 0.85)")
 if measured_busbw:
     print(f"holmes-auto / bound (iperf3)    : {auto / measured_busbw:.2f}")
+if "torch-holmes" in runs:
+    th, tg = (float(runs[n]["busbw_inplace"]) for n in ("torch-holmes", "torch-gloo"))
+    capi = float(runs["holmes-auto"]["busbw_inplace"])
+    print(f"torch-holmes / torch-gloo (in place) : {th / tg:.2f}x  (target >= 2.5)")
+    print(f"torch-holmes / holmes-auto (in place): {th / capi:.2f}  (target >= 0.9)")
 if auto_algo != "hier":
     print(f"NOTE: the cost model chose '{auto_algo}', not hier")
 EOF

@@ -1,8 +1,9 @@
 #!/usr/bin/python3
-"""torch.distributed (gloo backend) allreduce measured in holmes-bench's columns.
+"""torch.distributed allreduce (backend gloo, or holmes) measured in holmes-bench's columns.
 
     RANK=r WORLD_SIZE=n MASTER_ADDR=A MASTER_PORT=P /usr/bin/python3 torch_allreduce.py \
-        [allreduce] [-b MIN] [-e MAX] [-f FACTOR] [-n ITERS] [-w WARMUP] [-c] [--csv F]
+        [allreduce] [-b MIN] [-e MAX] [-f FACTOR] [-n ITERS] [-w WARMUP] [-c] [--csv F] \
+        [--backend gloo|holmes]
 
 Measures as allreduce_driver.cpp does for gloo-allreduce-bench and mpi-allreduce-bench: per size,
 out of place (the input copied into the output tensor first, since torch reduces in place: that
@@ -39,6 +40,8 @@ def main():
     parser.add_argument("-w", "--warmup", type=int, default=5)
     parser.add_argument("-c", "--check", action="store_true")
     parser.add_argument("--csv", default="")
+    parser.add_argument("--backend", default="gloo", choices=["gloo", "holmes"],
+                        help="holmes: Holmes's torch.distributed backend (import holmes.torch)")
     args = parser.parse_args()
     if args.stepfactor <= 1.0 or args.iters < 1 or args.warmup < 0:
         parser.error("-f must be > 1, -n >= 1, -w >= 0")
@@ -52,7 +55,9 @@ def main():
     rank = int(os.environ["RANK"])
     world = int(os.environ["WORLD_SIZE"])
     timeout = datetime.timedelta(seconds=int(os.environ.get("TORCH_TIMEOUT_S", "120")))
-    dist.init_process_group("gloo", init_method="env://", rank=rank, world_size=world,
+    if args.backend == "holmes":
+        import holmes.torch  # noqa: F401 (registers the backend)
+    dist.init_process_group(args.backend, init_method="env://", rank=rank, world_size=world,
                             timeout=timeout)
     torch.set_num_threads(1)
 
@@ -74,7 +79,7 @@ def main():
     if rank == 0:
         print(f"# torch_allreduce: {world} ranks, dtype float32, op sum, root 0, iters "
               f"{args.iters}, warmup {args.warmup}{', checked' if args.check else ''}")
-        print(f"# torch {torch.__version__} torch.distributed gloo all_reduce")
+        print(f"# torch {torch.__version__} torch.distributed {args.backend} all_reduce")
         print(f"# {'size':>12} {'count':>12} {'type':>9} {'redop':>6} {'root':>5}  "
               f"{'time(us)':>10} {'algbw':>8} {'busbw':>8} {'#wrong':>7}  "
               f"{'time(us)':>10} {'algbw':>8} {'busbw':>8} {'#wrong':>7}")
