@@ -43,3 +43,27 @@ echo "find_package(holmes): OK"
 "$PREFIX/bin/holmes-run" -n 4 --timeout 300 -- "$WORK/check" >"$WORK/out"
 [ "$(grep -c ': OK' "$WORK/out")" = 50 ] || { cat "$WORK/out"; fail "expected 50 OK lines"; }
 echo "C API through pkg-config: 10 dtypes x 5 ops on 4 ranks OK"
+# The Python package, installed beside the library: it finds the installed libholmes (and, when
+# the torch backend was built, its compiled module) without HOLMES_LIBRARY or a build tree.
+py="$PREFIX/lib/python3/dist-packages"
+[ -f "$py/holmes/__init__.py" ] || fail "install is missing the Python package ($py/holmes)"
+unset HOLMES_LIBRARY HOLMES_TORCH_EXTENSION
+cd "$WORK"  # nowhere near a build tree
+PYTHONPATH="$py" "$PREFIX/bin/holmes-run" -n 2 --timeout 300 -- /usr/bin/python3 -c '
+import numpy as np, holmes
+with holmes.init() as w:
+    assert holmes.library_path().startswith("'"$PREFIX"'"), holmes.library_path()
+    assert int(w.allreduce(np.ones(3, np.int32))[0]) == 2
+' || fail "the installed Python package"
+echo "installed Python package: OK"
+if ls "$BUILD"/lib/python/_holmes_torch*.so >/dev/null 2>&1; then
+  ls "$py"/holmes/_holmes_torch*.so >/dev/null 2>&1 || fail "install is missing holmes/_holmes_torch"
+  PYTHONPATH="$py" "$PREFIX/bin/holmes-run" -n 2 --torch --timeout 300 -- /usr/bin/python3 -c '
+import torch, torch.distributed as dist, holmes.torch
+assert holmes.torch.extension_path().startswith("'"$PREFIX"'"), holmes.torch.extension_path()
+dist.init_process_group("holmes")
+x = torch.ones(5); dist.all_reduce(x); assert x.tolist() == [2.0] * 5, x
+dist.destroy_process_group()
+' || fail "the installed torch backend"
+  echo "installed torch backend: OK"
+fi
