@@ -2,7 +2,8 @@
 # One command for a machine with an NVIDIA GPU: configure and build Holmes with CUDA
 # (-DHOLMES_WITH_CUDA=ON), run the cuda.* tests with a device required (a test that would skip
 # for want of a device fails instead), and print the device-reduce throughput next to a
-# device-to-device copy. Takes a few minutes on 16 cores; most of it is the build.
+# device-to-device copy; with the torch of `python3` found, the torch backend's tests and every op
+# on CUDA tensors. Takes a few minutes on 16 cores; most of it is the build.
 #
 # Usage: bench/gpu-check.sh [build-dir]        (default: build-gpu at the repository root)
 #        bench/gpu-check.sh --prebuilt DIR     run binaries built elsewhere (bench/gpu-pack.sh
@@ -59,7 +60,8 @@ else
   mkdir -p "$build"
   # shellcheck disable=SC2086  # HOLMES_GPU_CMAKE_ARGS is a list of arguments
   if ! cmake -S "$root" -B "$build" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release \
-    -DHOLMES_WITH_CUDA=ON -DCMAKE_CUDA_COMPILER="$nvcc" ${HOLMES_GPU_CMAKE_ARGS:-} \
+    -DHOLMES_WITH_CUDA=ON -DCMAKE_CUDA_COMPILER="$nvcc" \
+    -DHOLMES_PYTHON="$(command -v python3)" ${HOLMES_GPU_CMAKE_ARGS:-} \
     >"$build/gpu-check-configure.log" 2>&1; then
     cat "$build/gpu-check-configure.log"
     die "configure failed"
@@ -102,6 +104,20 @@ for dtype in float32 bfloat16; do
   "$build/bin/holmes-run" -n 4 --timeout 240 -- "$build/bin/holmes-bench" allreduce \
     --check -d "$dtype" -b 1M -e 256M -f 4 --iters 5 --warmup 2 || die "host busbw sweep failed"
 done
+# The torch backend, when this machine's torch was found at configure time: its tests on CPU
+# tensors, then every op on CUDA tensors (tests/torch/cuda_check.py), 2 ranks on the one GPU.
+if ls "$build"/lib/python/_holmes_torch*.so >/dev/null 2>&1; then
+  step "torch backend: CPU tests (2 ranks) and CUDA tensors (2 ranks)"
+  export HOLMES_LIBRARY="$build/lib/libholmes.so" PYTHONPATH="$root/bindings/python"
+  HOLMES_TORCH_EXTENSION="$(ls "$build"/lib/python/_holmes_torch*.so | head -1)"
+  export HOLMES_TORCH_EXTENSION
+  "$build/bin/holmes-run" -n 2 --torch --timeout 300 -- python3 -m pytest -q -p no:cacheprovider \
+    "$root/tests/torch/ranks" || die "torch backend tests failed"
+  "$build/bin/holmes-run" -n 2 --torch --timeout 120 -- python3 "$root/tests/torch/cuda_check.py" ||
+    die "torch backend on CUDA tensors failed"
+else
+  step "torch backend: not built (no torch for python3 at configure time)"
+fi
 # ==== end of the LEAD section ====
 
 step "gpu-check: OK"
