@@ -1,5 +1,6 @@
 #include "process_group_holmes.hpp"
 
+#include <Python.h>
 #include <c10/util/Exception.h>
 
 #include <memory>
@@ -177,11 +178,23 @@ ProcessGroupHolmes::ProcessGroupHolmes(const c10::intrusive_ptr<c10d::Store>& st
   init();
 }
 
-ProcessGroupHolmes::~ProcessGroupHolmes() { completer_.stop(); }
+ProcessGroupHolmes::~ProcessGroupHolmes() {
+  // Python may drop the group holding the GIL, and the completer may still run a future's
+  // callback that takes it (a Python one): let go of it while the completer drains.
+  if (Py_IsInitialized() && PyGILState_Check() == 1) {
+    PyThreadState* state = PyEval_SaveThread();
+    completer_.stop();
+    PyEval_RestoreThread(state);
+  } else {
+    completer_.stop();
+  }
+}
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupHolmes::launch(c10d::OpType type, const char* name,
                                                           std::vector<at::Tensor> outputs,
                                                           const Start& start) {
+  // Works the completer is done with end here, on the caller's thread (see Completer).
+  const auto finished = completer_.take_finished();
   auto work =
       c10::make_intrusive<HolmesWork>(rank_, type, name, std::move(outputs), work_bound(timeout_));
   {

@@ -3,6 +3,7 @@
 #include <c10/util/Exception.h>
 
 #include <stdexcept>
+#include <utility>
 
 namespace holmes::torch_backend {
 
@@ -78,9 +79,9 @@ void HolmesWork::run_to_completion() noexcept {
       error = failure(what_);
     }
   }
+  // The buffers (keep, finish's captures) stay with the work: dropping a tensor's last
+  // reference can take the GIL, which this thread must never wait for (see Completer).
   requests.clear();
-  keep.clear();
-  finish = nullptr;
   c10d::Work::finish(error);
   if (error) {
     future_->setError(error);
@@ -120,7 +121,14 @@ void Completer::run() {
       queue_.pop_front();
     }
     work->run_to_completion();
+    std::lock_guard lock(mutex_);
+    finished_.push_back(std::move(work));
   }
+}
+
+std::vector<c10::intrusive_ptr<HolmesWork>> Completer::take_finished() {
+  std::lock_guard lock(mutex_);
+  return std::exchange(finished_, {});
 }
 
 }  // namespace holmes::torch_backend

@@ -53,7 +53,10 @@ class HolmesWork final : public c10d::Work {
 };
 
 // One thread per process group that completes its works in issue order. It sleeps on a
-// condition variable while there is nothing to wait for.
+// condition variable while there is nothing to wait for. It never drops the last reference to a
+// work: releasing a tensor whose Python object torch keeps alive takes the GIL, which the thread
+// destroying the group may hold (a deadlock), or which Python, finalizing, answers by ending the
+// thread. Finished works wait in a list that the issuing thread empties (take_finished).
 class Completer {
  public:
   Completer();
@@ -64,6 +67,8 @@ class Completer {
   void submit(c10::intrusive_ptr<HolmesWork> work);
   // Completes what is queued (each wait is bounded), then joins the thread.
   void stop();
+  // The works completed since the last call; the caller's thread drops them.
+  std::vector<c10::intrusive_ptr<HolmesWork>> take_finished();
 
  private:
   void run();
@@ -71,6 +76,7 @@ class Completer {
   std::mutex mutex_;
   std::condition_variable wake_;
   std::deque<c10::intrusive_ptr<HolmesWork>> queue_;
+  std::vector<c10::intrusive_ptr<HolmesWork>> finished_;
   bool stopping_ = false;
   std::thread thread_;
 };

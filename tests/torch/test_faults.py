@@ -1,6 +1,7 @@
-"""A killed rank: every survivor's wait raises within the group's timeout, naming the peer.
-One pytest process starts the ranks itself (torchrun's variables, a free port): a rank that
-dies must not stop the others, as holmes-run would."""
+"""Whole jobs started by one pytest process (torchrun's variables, a free port), for what the
+ranks-under-holmes-run tests cannot show: a killed rank (every survivor's wait raises within the
+group's timeout, naming the peer; holmes-run would stop the survivors), and processes that end
+with work still in flight (they must exit, not hang)."""
 
 import os
 import pathlib
@@ -37,7 +38,22 @@ def free_port():
         return s.getsockname()[1]
 
 
-def run_job(ranks, victim):
+DROPPED = r'''
+import torch, torch.distributed as dist
+import holmes.torch
+dist.init_process_group("holmes")
+group = dist.new_group(list(range(dist.get_world_size())), backend="holmes")
+for i in range(40):
+    t = torch.ones(1 << 18)
+    dist.all_reduce(t, group=group, async_op=True)  # never waited for; the tensor let go at once
+    del t
+dist.destroy_process_group(group)
+dist.destroy_process_group()
+print("EXITED", flush=True)
+'''
+
+
+def run_job(ranks, victim, worker=WORKER):
     port = free_port()
     package = pathlib.Path(__file__).resolve().parents[2] / "bindings" / "python"
     procs = []
@@ -45,7 +61,7 @@ def run_job(ranks, victim):
         env = dict(os.environ, RANK=str(r), WORLD_SIZE=str(ranks), LOCAL_RANK=str(r),
                    MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), VICTIM=str(victim))
         env["PYTHONPATH"] = os.pathsep.join([str(package), env.get("PYTHONPATH", "")])
-        procs.append(subprocess.Popen([sys.executable, "-c", WORKER], env=env,
+        procs.append(subprocess.Popen([sys.executable, "-c", worker], env=env,
                                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                       text=True))
     outputs = []
@@ -74,3 +90,10 @@ def test_survivors_of_a_killed_rank_raise_naming_it():
         seconds = float(out.split("RAISED after ")[1].split(" s")[0])
         assert seconds < 5 + 5, out  # the group's timeout, plus the slack of one wait
         assert "rank 2" in out or "peer 2" in out, out
+
+
+def test_groups_destroyed_with_work_in_flight_let_the_process_exit():
+    # The completer thread drops the last reference to such tensors, which takes the GIL that
+    # the thread destroying the group holds: the destructor must let go of it (it once hung).
+    for code, out in run_job(4, victim=-1, worker=DROPPED):
+        assert code == 0 and "EXITED" in out, out
