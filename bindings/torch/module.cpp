@@ -7,6 +7,7 @@
 #include <pybind11/stl.h>
 #include <torch/csrc/utils/pybind.h>
 
+#include <map>
 #include <string>
 
 #include "process_group_holmes.hpp"
@@ -40,45 +41,40 @@ ProcessGroupHolmes& holmes_group(const py::object& group) {
 
 ModelDescription model_from(const py::dict& fields) {
   ModelDescription m;
+  static const std::map<std::string, int ModelDescription::*> ints = {
+      {"layers", &ModelDescription::layers},
+      {"hidden", &ModelDescription::hidden},
+      {"heads", &ModelDescription::heads},
+      {"seq_len", &ModelDescription::seq_len},
+      {"vocab", &ModelDescription::vocab},
+      {"micro_batch", &ModelDescription::micro_batch},
+      {"global_batch", &ModelDescription::global_batch},
+      {"dtype_bytes", &ModelDescription::dtype_bytes},
+      {"tp", &ModelDescription::tp},
+      {"pp", &ModelDescription::pp}};
+  static const std::map<std::string, std::string ModelDescription::*> strings = {
+      {"preset", &ModelDescription::preset},
+      {"file", &ModelDescription::file},
+      {"architecture", &ModelDescription::architecture}};
+  static const std::map<std::string, double ModelDescription::*> doubles = {
+      {"gpu_memory_gb", &ModelDescription::gpu_memory_gb},
+      {"device_tflops", &ModelDescription::device_tflops}};
   for (const auto& [key_handle, value] : fields) {
     const auto key = key_handle.cast<std::string>();
-    if (key == "preset") {
-      m.preset = value.cast<std::string>();
-    } else if (key == "file") {
-      m.file = py::str(value).cast<std::string>();
-    } else if (key == "architecture") {
-      m.architecture = value.cast<std::string>();
-    } else if (key == "layers") {
-      m.layers = value.cast<int>();
-    } else if (key == "hidden") {
-      m.hidden = value.cast<int>();
-    } else if (key == "heads") {
-      m.heads = value.cast<int>();
-    } else if (key == "seq_len") {
-      m.seq_len = value.cast<int>();
-    } else if (key == "vocab") {
-      m.vocab = value.cast<int>();
-    } else if (key == "micro_batch") {
-      m.micro_batch = value.cast<int>();
-    } else if (key == "global_batch") {
-      m.global_batch = value.cast<int>();
-    } else if (key == "dtype_bytes") {
-      m.dtype_bytes = value.cast<int>();
+    if (auto i = ints.find(key); i != ints.end()) {
+      m.*(i->second) = value.cast<int>();
+    } else if (auto s = strings.find(key); s != strings.end()) {
+      m.*(s->second) = py::str(value).cast<std::string>();
+    } else if (auto d = doubles.find(key); d != doubles.end()) {
+      m.*(d->second) = value.cast<double>();
     } else if (key == "recompute") {
       if (!value.is_none()) m.recompute = value.cast<bool>();
-    } else if (key == "tp") {
-      m.tp = value.cast<int>();
-    } else if (key == "pp") {
-      m.pp = value.cast<int>();
-    } else if (key == "gpu_memory_gb") {
-      m.gpu_memory_gb = value.cast<double>();
-    } else if (key == "device_tflops") {
-      m.device_tflops = value.cast<double>();
     } else {
-      throw py::type_error("unknown model field '" + key +
-                           "' (known: preset, file, architecture, layers, hidden, heads, "
-                           "seq_len, vocab, micro_batch, global_batch, dtype_bytes, recompute, "
-                           "tp, pp, gpu_memory_gb, device_tflops)");
+      std::string known = "recompute";
+      for (const auto& [name, _] : ints) known += ", " + name;
+      for (const auto& [name, _] : strings) known += ", " + name;
+      for (const auto& [name, _] : doubles) known += ", " + name;
+      throw py::type_error("unknown model field '" + key + "' (known: " + known + ")");
     }
   }
   if (m.preset.empty() && m.file.empty()) {
