@@ -33,6 +33,9 @@ std::exception_ptr HolmesWork::exception() const {
 }
 
 bool HolmesWork::wait(std::chrono::milliseconds timeout) {
+  // Without a timeout of its own the caller completes the work itself when the completer has not
+  // got to it yet (Holmes bounds each of those waits by the group's timeout).
+  if (timeout == kNoTimeout && claim()) run_to_completion();
   const auto bound = timeout == kNoTimeout ? bound_ : timeout;
   std::unique_lock lock(mutex_);
   if (!cv_.wait_for(lock, bound, [this] { return completed_; })) {
@@ -120,7 +123,7 @@ void Completer::run() {
       work = queue_.front();
       queue_.pop_front();
     }
-    work->run_to_completion();
+    if (work->claim()) work->run_to_completion();
     std::lock_guard lock(mutex_);
     finished_.push_back(std::move(work));
   }

@@ -9,6 +9,7 @@
 #include <ATen/core/ivalue.h>
 #include <torch/csrc/distributed/c10d/Work.hpp>
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <deque>
@@ -42,7 +43,10 @@ class HolmesWork final : public c10d::Work {
   int source_rank_ = -1;
 
   const std::string& what() const { return what_; }
-  // The completer's side: waits for the requests, runs finish, completes work and future.
+  // Waits for the requests, runs finish, completes the work and its future: on the completer's
+  // thread, or on a thread that waits for the work first (one wake-up fewer for the common
+  // "issue, then wait" of a synchronous call). Whoever claims it first does it, once.
+  bool claim() { return !claimed_.exchange(true); }
   void run_to_completion() noexcept;
 
  private:
@@ -50,6 +54,7 @@ class HolmesWork final : public c10d::Work {
   std::vector<at::Tensor> outputs_;
   std::chrono::milliseconds bound_;
   c10::intrusive_ptr<c10::ivalue::Future> future_;
+  std::atomic<bool> claimed_{false};
 };
 
 // One thread per process group that completes its works in issue order. It sleeps on a
