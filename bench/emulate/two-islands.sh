@@ -453,7 +453,8 @@ if transports:
     print(f"# holmes rank 0's peers: {transports}")
 print(f"{'run':<13} {'algo':>5} {'time(us)':>12} {'busbw':>8} {'busbw(ip)':>10}")
 for name, r in runs.items():
-    print(f"{name:<13} {r.get('algorithm', 'ring'):>5} {float(r['time_us']):12.0f} "
+    algo = r.get("algorithm", "-" if name.startswith("torch-") else "ring")
+    print(f"{name:<13} {algo:>5} {float(r['time_us']):12.0f} "
           f"{float(r['busbw']):8.3f} {float(r['busbw_inplace']):10.3f}")
 auto, ring = (float(runs[n]["busbw"]) for n in ("holmes-auto", "holmes-ring"))
 nominal_s, nominal_busbw = bound(rate_mbit * 1e6)
