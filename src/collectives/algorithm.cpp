@@ -2,7 +2,6 @@
 
 #include <string>
 
-#include "core/env.hpp"
 #include "core/status.hpp"
 
 namespace holmes {
@@ -162,8 +161,8 @@ ForcedAlgorithms ForcedAlgorithms::parse(std::string_view text) {
   return forced;
 }
 
-ForcedAlgorithms ForcedAlgorithms::from_env() {
-  const auto text = env_string("HOLMES_ALGO");
+ForcedAlgorithms ForcedAlgorithms::from_settings(const Settings& settings) {
+  const auto text = settings.text_if_given(Setting::kAlgo);
   return text ? parse(*text) : ForcedAlgorithms();
 }
 

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "collectives/context.hpp"
+#include "core/settings.hpp"
 
 namespace holmes {
 
@@ -50,7 +51,7 @@ struct ForcedAlgorithms {
     by_kind[static_cast<int>(kind)] = algorithm;
   }
   static ForcedAlgorithms parse(std::string_view text);
-  static ForcedAlgorithms from_env();
+  static ForcedAlgorithms from_settings(const Settings& settings);
 };
 
 }  // namespace holmes

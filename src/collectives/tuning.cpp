@@ -11,39 +11,12 @@
 #include <fmt/format.h>
 
 #include "collectives/pipeline.hpp"
-#include "core/env.hpp"
 #include "core/status.hpp"
 
 namespace holmes {
 namespace {
 
 constexpr double kInfinity = std::numeric_limits<double>::infinity();
-
-// "latency_us,GB/s" -> LinkCost; both positive and finite.
-LinkCost parse_link(const char* variable, const std::string& text) {
-  const auto comma = text.find(',');
-  double latency = -1;
-  double bandwidth = -1;
-  try {
-    if (comma != std::string::npos) {
-      std::size_t used = 0;
-      latency = std::stod(text.substr(0, comma), &used);
-      if (used != comma) latency = -1;
-      const std::string rest = text.substr(comma + 1);
-      bandwidth = std::stod(rest, &used);
-      if (used != rest.size()) bandwidth = -1;
-    }
-  } catch (const std::exception&) {
-    latency = -1;
-  }
-  if (!(latency >= 0 && std::isfinite(latency) && bandwidth > 0 && std::isfinite(bandwidth))) {
-    fail(HM_ERR_INVALID_ARGUMENT,
-         "{}='{}': expected latency_us,GB/s with a latency >= 0 and a bandwidth > 0 (e.g. "
-         "100,1.25)",
-         variable, text);
-  }
-  return {latency, bandwidth};
-}
 
 // The worst latency and bandwidth among a set of links.
 struct Worst {
@@ -267,27 +240,26 @@ std::string TierCosts::describe() const {
   return out.empty() ? "nothing measured" : out;
 }
 
-CostModel CostModel::from_env() {
+CostModel CostModel::from_settings(const Settings& settings) {
   CostModel model;
-  const std::tuple<const char*, LinkCost*, unsigned> tiers[] = {
-      {"HOLMES_COST_SHM", &model.shm, kSetShm},
-      {"HOLMES_COST_HOST_TCP", &model.host_tcp, kSetHostTcp},
-      {"HOLMES_COST_ISLAND_RDMA", &model.island_rdma, kSetIslandRdma},
-      {"HOLMES_COST_ISLAND_TCP", &model.island_tcp, kSetIslandTcp},
-      {"HOLMES_COST_INTER_ISLAND", &model.inter_island, kSetInterIsland},
+  const std::tuple<Setting, LinkCost*, unsigned> tiers[] = {
+      {Setting::kCostShm, &model.shm, kSetShm},
+      {Setting::kCostHostTcp, &model.host_tcp, kSetHostTcp},
+      {Setting::kCostIslandRdma, &model.island_rdma, kSetIslandRdma},
+      {Setting::kCostIslandTcp, &model.island_tcp, kSetIslandTcp},
+      {Setting::kCostInterIsland, &model.inter_island, kSetInterIsland},
   };
-  for (const auto& [variable, link, bit] : tiers) {
-    if (auto text = env_string(variable)) {
-      *link = parse_link(variable, *text);
+  for (const auto& [setting, link, bit] : tiers) {
+    if (auto given = settings.link_if_given(setting)) {
+      *link = {given->latency_us, given->gbytes_per_s};
       model.set_by_env |= bit;
     }
   }
-  if (auto text = env_string("HOLMES_COST_REDUCE_GBPS")) {
-    const LinkCost parsed = parse_link("HOLMES_COST_REDUCE_GBPS", "0," + *text);
-    model.reduce_gbytes_per_s = parsed.gbytes_per_s;
+  if (auto rate = settings.rate_if_given(Setting::kCostReduceGbps)) {
+    model.reduce_gbytes_per_s = *rate;
     model.set_by_env |= kSetReduce;
   }
-  model.probe = env_int("HOLMES_COST_PROBE", 0, 1).value_or(0) == 1;
+  model.probe = settings.flag(Setting::kCostProbe);
   return model;
 }
 

@@ -75,6 +75,8 @@ class CommunicatorImpl : public std::enable_shared_from_this<CommunicatorImpl> {
     TierCosts measured;
     // Tier numbers the topology file (and shaping) give (topology_tier_costs).
     TierCosts declared;
+    // The settings it was configured with (a split's: its parent's).
+    Settings settings;
   };
 
   explicit CommunicatorImpl(Params params);
@@ -121,6 +123,9 @@ class CommunicatorImpl : public std::enable_shared_from_this<CommunicatorImpl> {
   Prediction query_algorithm(CollectiveKind kind, std::size_t count, hm_dtype_t dtype) const;
   // The cost model's numbers for the link to `peer` (nominal, HOLMES_COST_*, or measured).
   LinkCost link_cost(int peer) const;
+  // Every setting in effect and its source; the tiers the topology file gives numbers for, and
+  // no setting does, show those numbers (source: topology file).
+  std::string settings_dump() const;
 
  private:
   void validate(const CollectiveCall& call) const;
@@ -157,6 +162,7 @@ class CommunicatorImpl : public std::enable_shared_from_this<CommunicatorImpl> {
   TierCosts measured_;  // HOLMES_COST_PROBE
   TierCosts declared_;  // the topology file
   Hierarchy hierarchy_;
+  Settings settings_;
   mutable std::mutex algorithm_mutex_;
   ForcedAlgorithms forced_;  // HOLMES_ALGO, then hm_comm_set_algorithm
 
