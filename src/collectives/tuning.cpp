@@ -11,6 +11,8 @@
 #include <fmt/format.h>
 
 #include "collectives/pipeline.hpp"
+#include "collectives/predictions.hpp"
+#include "collectives/registry.hpp"
 #include "core/status.hpp"
 
 namespace holmes {
@@ -207,6 +209,25 @@ double hierarchical_alltoall_us(const Hierarchy& h, const CostModel& m, double b
   return t;
 }
 
+// The flat ring of a reduce-scatter (which reduces on the way) or an allgather.
+double ring_blocks_us(const Hierarchy& h, const CostModel& m, double bytes, bool reduces) {
+  const Hierarchy::Summary& s = h.summary;
+  const int n = h.size();
+  const double block = bytes / n;
+  double t =
+      (n - 1) * (s.ring.latency_us + chunks_of(m, block, m.chunk_bytes) * m.chunk_overhead_us +
+                 s.ring.transfer_us(block));
+  if (reduces) t += (n - 1) * block * (1.0 / (m.reduce_gbytes_per_s * 1e3));
+  return t;
+}
+
+// Across the islands' leaders, then inside each island.
+double hierarchical_rooted_us(const Hierarchy& h, const CostModel& m, double bytes, bool reduces) {
+  const Hierarchy::Summary& s = h.summary;
+  return rooted_us(m, s.islands, bytes, h.other_island, m.chunk_bytes, reduces) +
+         rooted_us(m, s.largest_island, bytes, s.intra, m.chunk_bytes, reduces);
+}
+
 }  // namespace
 
 const char* tier_name(Tier tier) {
@@ -302,110 +323,142 @@ Hierarchy make_hierarchy(const std::vector<std::string>& hosts,
   return h;
 }
 
-double predict(const Hierarchy& h, const CostModel& m, CollectiveKind kind, Algorithm algorithm,
-               double bytes) {
-  if (!algorithm_applies(kind, algorithm)) return kInfinity;
-  // Only with a board the buffer fits (not even alone: a communicator of one rank has none).
-  if (algorithm == Algorithm::kSharedMemory && !fits_board(h, bytes)) return kInfinity;
+namespace predictions {
+
+double ring_allreduce(const Hierarchy& h, const CostModel& m, double bytes) {
+  return ring_allreduce_us(m, h.size(), bytes, h.summary.ring, m.chunk_bytes);
+}
+
+double rd_allreduce(const Hierarchy& h, const CostModel& m, double bytes) {
+  return rd_allreduce_us(m, h.size(), bytes, h.summary.any, m.chunk_bytes);
+}
+
+double rhd_allreduce(const Hierarchy& h, const CostModel& m, double bytes) {
+  return rhd_allreduce_us(m, h.size(), bytes, h.summary.any, m.chunk_bytes);
+}
+
+double hierarchical_allreduce(const Hierarchy& h, const CostModel& m, double bytes) {
+  // Host level: M0 shards (M0 = ranks of the smallest host) over shared memory; island level:
+  // M1 shards of those (M1 = hosts of the smallest island) over the island's fabric; then lanes
+  // of one rank per island across the slow tier, the M0 lanes of a host sharing its uplink.
   const Hierarchy::Summary& s = h.summary;
   const double chunk = m.chunk_bytes;
-  const int n = h.size();
-  if (n <= 1) return 0;
   const double reduce_us_per_byte = 1.0 / (m.reduce_gbytes_per_s * 1e3);
-  switch (kind) {
-    case CollectiveKind::kAllreduce:
-      switch (algorithm) {
-        case Algorithm::kRing:
-          return ring_allreduce_us(m, n, bytes, s.ring, chunk);
-        case Algorithm::kRecursiveDoubling:
-          return rd_allreduce_us(m, n, bytes, s.any, chunk);
-        case Algorithm::kHalvingDoubling:
-          return rhd_allreduce_us(m, n, bytes, s.any, chunk);
-        case Algorithm::kSharedMemory:
-          // One publication, then each rank reads and reduces every peer's buffer: the latency
-          // of the host tier once (waiting for the last rank), no chunks.
-          return h.same_host.latency_us +
-                 (n - 1) * (h.same_host.transfer_us(bytes) + bytes * reduce_us_per_byte);
-        case Algorithm::kHierarchical: {
-          // Host level: M0 shards (M0 = ranks of the smallest host) over shared memory; island
-          // level: M1 shards of those (M1 = hosts of the smallest island) over the island's
-          // fabric; then lanes of one rank per island across the slow tier, the M0 lanes of a
-          // host sharing its uplink.
-          auto level_us = [&](int group, double shards, double data, const LinkCost& link) {
-            if (group <= 1) return 0.0;
-            const double shard = data / shards;
-            const double steps = group - 1.0;
-            return 2 * steps *
-                       (link.latency_us + chunks_of(m, shard, chunk) * m.chunk_overhead_us) +
-                   std::max(2 * steps * link.transfer_us(shard),
-                            steps * shard * reduce_us_per_byte);
-          };
-          const double intra = level_us(s.max_per_host, s.min_per_host, bytes, h.same_host) +
-                               level_us(s.max_hosts_per_island, s.min_hosts_per_island,
-                                        bytes / s.min_per_host, h.same_island);
-          if (s.islands < 2) return intra;
-          const double shard = bytes / (s.min_per_host * s.min_hosts_per_island);
-          const LinkCost lane{h.other_island.latency_us,
-                              h.other_island.gbytes_per_s / s.min_per_host};
-          const double inter = std::min(ring_allreduce_us(m, s.islands, shard, lane, chunk),
-                                        rd_allreduce_us(m, s.islands, shard, lane, chunk));
-          // Segments overlap the tiers: the slower one sets the pace, the other shows once
-          // per segment.
-          const double k = hierarchical_segments(h, m, bytes);
-          return std::max(intra, inter) + std::min(intra, inter) / k;
-        }
-        default:
-          return kInfinity;
-      }
-    case CollectiveKind::kBroadcast:
-    case CollectiveKind::kReduce: {
-      const bool reduces = kind == CollectiveKind::kReduce;
-      switch (algorithm) {
-        case Algorithm::kChain:
-          return chain_us(m, n, bytes, s.ring, chunk, reduces);
-        case Algorithm::kTree:
-          return tree_us(m, n, bytes, s.any, chunk, reduces);
-        case Algorithm::kHierarchical:
-          return rooted_us(m, s.islands, bytes, h.other_island, chunk, reduces) +
-                 rooted_us(m, s.largest_island, bytes, s.intra, chunk, reduces);
-        case Algorithm::kSharedMemory:
-          // Broadcast: every rank reads the root's slot at once. Reduce: the root reads and
-          // reduces every other rank's.
-          return h.same_host.latency_us +
-                 (reduces ? (n - 1) * (h.same_host.transfer_us(bytes) + bytes * reduce_us_per_byte)
-                          : h.same_host.transfer_us(bytes));
-        default:
-          return kInfinity;
-      }
-    }
-    case CollectiveKind::kReduceScatter:
-    case CollectiveKind::kAllgather:
-    case CollectiveKind::kSplit: {
-      if (algorithm == Algorithm::kHierarchical) {
-        return hierarchical_blocks_us(h, m, bytes, kind == CollectiveKind::kReduceScatter);
-      }
-      const double block = bytes / n;
-      double t = (n - 1) * (s.ring.latency_us + chunks_of(m, block, chunk) * m.chunk_overhead_us +
-                            s.ring.transfer_us(block));
-      if (kind == CollectiveKind::kReduceScatter) t += (n - 1) * block * reduce_us_per_byte;
-      return t;
-    }
-    case CollectiveKind::kAlltoall:
-      if (algorithm == Algorithm::kHierarchical) return hierarchical_alltoall_us(h, m, bytes);
-      return (n - 1) * (s.any.latency_us + m.chunk_overhead_us) +
-             s.any.transfer_us((n - 1.0) / n * bytes);
-    case CollectiveKind::kLinkProbe:
-      return kInfinity;  // never chosen: it runs as it is (CommunicatorImpl::calibrate)
-    case CollectiveKind::kBarrier:
-      if (algorithm == Algorithm::kSharedMemory) return h.same_host.latency_us;
-      if (algorithm == Algorithm::kHierarchical) {
-        // Arrive and release inside the islands, the leaders across in between.
-        return 2 * ceil_log2(s.largest_island) * (s.intra.latency_us + m.chunk_overhead_us) +
-               ceil_log2(s.islands) * (h.other_island.latency_us + m.chunk_overhead_us);
-      }
-      return ceil_log2(n) * (s.any.latency_us + m.chunk_overhead_us);
-  }
-  return kInfinity;
+  auto level_us = [&](int group, double shards, double data, const LinkCost& link) {
+    if (group <= 1) return 0.0;
+    const double shard = data / shards;
+    const double steps = group - 1.0;
+    return 2 * steps * (link.latency_us + chunks_of(m, shard, chunk) * m.chunk_overhead_us) +
+           std::max(2 * steps * link.transfer_us(shard), steps * shard * reduce_us_per_byte);
+  };
+  const double intra = level_us(s.max_per_host, s.min_per_host, bytes, h.same_host) +
+                       level_us(s.max_hosts_per_island, s.min_hosts_per_island,
+                                bytes / s.min_per_host, h.same_island);
+  if (s.islands < 2) return intra;
+  const double shard = bytes / (s.min_per_host * s.min_hosts_per_island);
+  const LinkCost lane{h.other_island.latency_us, h.other_island.gbytes_per_s / s.min_per_host};
+  const double inter = std::min(ring_allreduce_us(m, s.islands, shard, lane, chunk),
+                                rd_allreduce_us(m, s.islands, shard, lane, chunk));
+  // Segments overlap the tiers: the slower one sets the pace, the other shows once per segment.
+  const double k = hierarchical_segments(h, m, bytes);
+  return std::max(intra, inter) + std::min(intra, inter) / k;
+}
+
+double shared_memory_allreduce(const Hierarchy& h, const CostModel& m, double bytes) {
+  // One publication, then each rank reads and reduces every peer's buffer: the latency of the
+  // host tier once (waiting for the last rank), no chunks.
+  const double reduce_us_per_byte = 1.0 / (m.reduce_gbytes_per_s * 1e3);
+  return h.same_host.latency_us +
+         (h.size() - 1) * (h.same_host.transfer_us(bytes) + bytes * reduce_us_per_byte);
+}
+
+double ring_reduce_scatter(const Hierarchy& h, const CostModel& m, double bytes) {
+  return ring_blocks_us(h, m, bytes, true);
+}
+
+double hierarchical_reduce_scatter(const Hierarchy& h, const CostModel& m, double bytes) {
+  return hierarchical_blocks_us(h, m, bytes, true);
+}
+
+double ring_allgather(const Hierarchy& h, const CostModel& m, double bytes) {
+  return ring_blocks_us(h, m, bytes, false);
+}
+
+double hierarchical_allgather(const Hierarchy& h, const CostModel& m, double bytes) {
+  return hierarchical_blocks_us(h, m, bytes, false);
+}
+
+double chain_broadcast(const Hierarchy& h, const CostModel& m, double bytes) {
+  return chain_us(m, h.size(), bytes, h.summary.ring, m.chunk_bytes, false);
+}
+
+double tree_broadcast(const Hierarchy& h, const CostModel& m, double bytes) {
+  return tree_us(m, h.size(), bytes, h.summary.any, m.chunk_bytes, false);
+}
+
+double hierarchical_broadcast(const Hierarchy& h, const CostModel& m, double bytes) {
+  return hierarchical_rooted_us(h, m, bytes, false);
+}
+
+double shared_memory_broadcast(const Hierarchy& h, const CostModel&, double bytes) {
+  // Every rank reads the root's slot at once.
+  return h.same_host.latency_us + h.same_host.transfer_us(bytes);
+}
+
+double chain_reduce(const Hierarchy& h, const CostModel& m, double bytes) {
+  return chain_us(m, h.size(), bytes, h.summary.ring, m.chunk_bytes, true);
+}
+
+double tree_reduce(const Hierarchy& h, const CostModel& m, double bytes) {
+  return tree_us(m, h.size(), bytes, h.summary.any, m.chunk_bytes, true);
+}
+
+double hierarchical_reduce(const Hierarchy& h, const CostModel& m, double bytes) {
+  return hierarchical_rooted_us(h, m, bytes, true);
+}
+
+double shared_memory_reduce(const Hierarchy& h, const CostModel& m, double bytes) {
+  // The root reads and reduces every other rank's slot.
+  return shared_memory_allreduce(h, m, bytes);
+}
+
+double pairwise_alltoall(const Hierarchy& h, const CostModel& m, double bytes) {
+  const int n = h.size();
+  return (n - 1) * (h.summary.any.latency_us + m.chunk_overhead_us) +
+         h.summary.any.transfer_us((n - 1.0) / n * bytes);
+}
+
+double hierarchical_alltoall(const Hierarchy& h, const CostModel& m, double bytes) {
+  return hierarchical_alltoall_us(h, m, bytes);
+}
+
+double dissemination_barrier(const Hierarchy& h, const CostModel& m, double) {
+  return ceil_log2(h.size()) * (h.summary.any.latency_us + m.chunk_overhead_us);
+}
+
+double hierarchical_barrier(const Hierarchy& h, const CostModel& m, double) {
+  // Arrive and release inside the islands, the leaders across in between.
+  const Hierarchy::Summary& s = h.summary;
+  return 2 * ceil_log2(s.largest_island) * (s.intra.latency_us + m.chunk_overhead_us) +
+         ceil_log2(s.islands) * (h.other_island.latency_us + m.chunk_overhead_us);
+}
+
+double shared_memory_barrier(const Hierarchy& h, const CostModel&, double) {
+  return h.same_host.latency_us;
+}
+
+double never(const Hierarchy&, const CostModel&, double) { return kInfinity; }
+
+}  // namespace predictions
+
+double predict(const Hierarchy& h, const CostModel& m, CollectiveKind kind, Algorithm algorithm,
+               double bytes) {
+  const AlgorithmEntry* entry = find_algorithm(kind, algorithm);
+  if (entry == nullptr) return kInfinity;
+  // Only with a board the buffer fits (not even alone: a communicator of one rank has none).
+  if (algorithm == Algorithm::kSharedMemory && !fits_board(h, bytes)) return kInfinity;
+  if (h.size() <= 1) return 0;
+  return entry->predict(h, m, bytes);
 }
 
 int hierarchical_segments(const Hierarchy& h, const CostModel& model, double bytes) {

@@ -137,7 +137,8 @@ struct Prediction {
 };
 
 // Predicted time of `algorithm` for `kind` moving `bytes` (the whole buffer: for allgather and
-// reduce_scatter the concatenation of all ranks' blocks). Infinity where it does not apply.
+// reduce_scatter the concatenation of all ranks' blocks): its row's prediction in the algorithm
+// table (registry.hpp; the formulas are in tuning.cpp). Infinity where it does not apply.
 double predict(const Hierarchy& h, const CostModel& model, CollectiveKind kind, Algorithm algorithm,
                double bytes);
 

@@ -509,8 +509,13 @@ void CommunicatorImpl::execute(const CollectiveCall& call, std::uint64_t sequenc
     DriveScope(const DriveScope&) = delete;
     DriveScope& operator=(const DriveScope&) = delete;
   } scope(drive ? transport_.get() : nullptr);
+  const AlgorithmEntry* entry = find_algorithm(call.kind, algorithm);
+  if (entry == nullptr) {
+    fail(HM_ERR_INTERNAL, "{} has no algorithm '{}'", collective_name(call.kind),
+         algorithm_name(algorithm));
+  }
   try {
-    run(ctx, call, algorithm);
+    entry->run(ctx, hierarchy_, cost_model_, call);
   } catch (const Error& e) {
     poison(e.status(), e.what());
     throw;
@@ -518,100 +523,6 @@ void CommunicatorImpl::execute(const CollectiveCall& call, std::uint64_t sequenc
     poison(HM_ERR_OUT_OF_MEMORY, "out of memory");
     throw Error(HM_ERR_OUT_OF_MEMORY,
                 fmt::format("{}: out of memory for scratch buffers", collective_name(call.kind)));
-  }
-}
-
-void CommunicatorImpl::run(CollectiveContext& ctx, const CollectiveCall& call,
-                           Algorithm algorithm) {
-  const Hierarchy& h = hierarchy_;
-  // Rings and chains follow the island-grouped order, crossing each slow tier the fewest times.
-  auto ordered = [&] { return ctx.view(h.ring_order, 0); };
-  const auto position_of = [&](int rank) {
-    return static_cast<int>(std::find(h.ring_order.begin(), h.ring_order.end(), rank) -
-                            h.ring_order.begin());
-  };
-  switch (call.kind) {
-    case CollectiveKind::kAllreduce:
-      switch (algorithm) {
-        case Algorithm::kRecursiveDoubling:
-          return recursive_doubling_allreduce(ctx, call.send, call.recv, call.count, call.dtype,
-                                              call.op, size_);
-        case Algorithm::kHalvingDoubling:
-          return halving_doubling_allreduce(ctx, call.send, call.recv, call.count, call.dtype,
-                                            call.op, size_);
-        case Algorithm::kHierarchical:
-          return hierarchical_allreduce(ctx, h, cost_model_, call.send, call.recv, call.count,
-                                        call.dtype, call.op);
-        case Algorithm::kSharedMemory:
-          return shared_memory_allreduce(ctx, call.send, call.recv, call.count, call.dtype,
-                                         call.op);
-        default: {
-          auto ring = ordered();
-          return ring_allreduce(ring, call.send, call.recv, call.count, call.dtype, call.op);
-        }
-      }
-    case CollectiveKind::kReduceScatter:
-      if (algorithm == Algorithm::kHierarchical) {
-        return hierarchical_reduce_scatter(ctx, h, cost_model_, call.send, call.recv, call.count,
-                                           call.dtype, call.op);
-      }
-      return ring_reduce_scatter(ctx, call.send, call.recv, call.count, call.dtype, call.op);
-    case CollectiveKind::kAllgather:
-      if (algorithm == Algorithm::kHierarchical) {
-        return hierarchical_allgather(ctx, h, cost_model_, call.send, call.recv, call.count,
-                                      call.dtype);
-      }
-      return ring_allgather(ctx, call.send, call.recv, call.count, call.dtype);
-    case CollectiveKind::kSplit:
-      return ring_allgather(ctx, call.send, call.recv, call.count, call.dtype);
-    case CollectiveKind::kLinkProbe: {
-      // This rank's results into its own block, then every rank's to all (phase 0; the pairs
-      // measure in phases of their own).
-      auto* values = static_cast<double*>(call.recv);
-      const auto mine = static_cast<std::size_t>(rank_) * call.count;
-      measure_links(ctx, h, {values + mine, call.count});
-      return ring_allgather(ctx, values + mine, call.recv, call.count, call.dtype);
-    }
-    case CollectiveKind::kBroadcast:
-      switch (algorithm) {
-        case Algorithm::kTree:
-          return tree_broadcast(ctx, call.recv, call.count, call.dtype, call.root);
-        case Algorithm::kHierarchical:
-          return hierarchical_broadcast(ctx, h, cost_model_, call.recv, call.count, call.dtype,
-                                        call.root);
-        case Algorithm::kSharedMemory:
-          return shared_memory_broadcast(ctx, call.recv, call.count, call.dtype, call.root);
-        default: {
-          auto chain = ordered();
-          return chain_broadcast(chain, call.recv, call.count, call.dtype, position_of(call.root));
-        }
-      }
-    case CollectiveKind::kReduce:
-      switch (algorithm) {
-        case Algorithm::kTree:
-          return tree_reduce(ctx, call.send, call.recv, call.count, call.dtype, call.op, call.root,
-                             size_);
-        case Algorithm::kHierarchical:
-          return hierarchical_reduce(ctx, h, cost_model_, call.send, call.recv, call.count,
-                                     call.dtype, call.op, call.root);
-        case Algorithm::kSharedMemory:
-          return shared_memory_reduce(ctx, call.send, call.recv, call.count, call.dtype, call.op,
-                                      call.root);
-        default: {
-          auto chain = ordered();
-          return chain_reduce(chain, call.send, call.recv, call.count, call.dtype, call.op,
-                              position_of(call.root), size_);
-        }
-      }
-    case CollectiveKind::kAlltoall:
-      if (algorithm == Algorithm::kHierarchical) {
-        return hierarchical_alltoall(ctx, h, call.send, call.recv, call.count, call.dtype);
-      }
-      return pairwise_alltoall(ctx, call.send, call.recv, call.count, call.dtype);
-    case CollectiveKind::kBarrier:
-      if (algorithm == Algorithm::kSharedMemory) return shared_memory_barrier(ctx);
-      if (algorithm == Algorithm::kHierarchical) return hierarchical_barrier(ctx, h);
-      return dissemination_barrier(ctx);
   }
 }
 

@@ -22,6 +22,7 @@
 #include "collectives/context.hpp"
 #include "collectives/device_memory.hpp"
 #include "collectives/link_probe.hpp"
+#include "collectives/registry.hpp"
 #include "collectives/staging.hpp"
 #include "collectives/tuning.hpp"
 #include "communicator/config.hpp"
@@ -48,15 +49,7 @@ struct RequestImpl {
   std::function<void()> finish;
 };
 
-struct CollectiveCall {
-  CollectiveKind kind = CollectiveKind::kBarrier;
-  const void* send = nullptr;
-  void* recv = nullptr;
-  std::size_t count = 0;
-  hm_dtype_t dtype = HM_UINT8;
-  hm_op_t op = HM_SUM;
-  int root = 0;
-};
+using holmes::CollectiveCall;
 
 class CommunicatorImpl : public std::enable_shared_from_this<CommunicatorImpl> {
  public:
@@ -136,7 +129,6 @@ class CommunicatorImpl : public std::enable_shared_from_this<CommunicatorImpl> {
   // Every rank's string, through this communicator (two collectives).
   std::vector<std::string> allgather_strings(const std::string& mine);
   void execute(const CollectiveCall& call, std::uint64_t sequence, DeviceMemory* device);
-  void run(CollectiveContext& ctx, const CollectiveCall& call, Algorithm algorithm);
   // The hierarchy from the wiring's facts and the cost numbers (measured_ where it has them).
   Hierarchy make_hierarchy() const;
   // The init probe (HOLMES_COST_PROBE=1, link_probe.hpp): measures the tiers, then rebuilds the
