@@ -153,7 +153,7 @@ bool fits_board(const Hierarchy& h, double bytes) {
 }
 
 // The hierarchical allgather, or with `reduces` the reduce-scatter (the same steps reversed,
-// reducing on the way; hierarchical.cpp), of `bytes` in all over the ranks of `h`.
+// reducing on the way; hierarchical/reduce_scatter.cpp), of `bytes` in all over the ranks of `h`.
 double hierarchical_blocks_us(const Hierarchy& h, const CostModel& m, double bytes, bool reduces) {
   const Hierarchy::Summary& s = h.summary;
   if (s.islands > kMaxBlockIslands) return kInfinity;
@@ -186,7 +186,7 @@ double hierarchical_blocks_us(const Hierarchy& h, const CostModel& m, double byt
   return t;
 }
 
-// The hierarchical alltoall (hierarchical.cpp) of `bytes` per rank (a block per rank).
+// The hierarchical alltoall (hierarchical/alltoall.cpp) of `bytes` per rank (a block per rank).
 double hierarchical_alltoall_us(const Hierarchy& h, const CostModel& m, double bytes) {
   const Hierarchy::Summary& s = h.summary;
   const int lanes = s.smallest_island;

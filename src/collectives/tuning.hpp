@@ -152,8 +152,8 @@ Prediction choose(const Hierarchy& h, const CostModel& model, CollectiveKind kin
 // phases of different segments overlap (1: no overlap; small messages, one island). At most
 // kMaxHierarchicalSegments: each segment's phases take their own numbers in the collective tag.
 constexpr int kMaxHierarchicalSegments = 12;
-// The hierarchical allgather and reduce-scatter take one phase per island (hierarchical.cpp):
-// with more islands than this they do not apply.
+// The hierarchical allgather and reduce-scatter take one phase per island
+// (hierarchical/island_blocks.hpp): with more islands than this they do not apply.
 constexpr int kMaxBlockIslands = 48;
 int hierarchical_segments(const Hierarchy& h, const CostModel& model, double bytes);
 
