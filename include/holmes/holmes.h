@@ -164,6 +164,9 @@ typedef struct hm_kv_store {
 
 #define HM_KV_STORE_INITIALIZER { sizeof(hm_kv_store_t), NULL, NULL, NULL, NULL }
 
+/* Settings by name (hm_config_set), owned by the config that holds them. */
+typedef struct hm_settings* hm_settings_t;
+
 /* Options of hm_init. Always start from HM_CONFIG_INITIALIZER so that fields added later keep
  * their defaults; zero, -1 or NULL means "take it from the environment, else the default". */
 typedef struct hm_config {
@@ -184,10 +187,32 @@ typedef struct hm_config {
   const hm_kv_store_t* kv_store; /* NULL: rendezvous through `store` / HOLMES_STORE; else
                                     through this store (see hm_kv_store_t); `store` is then
                                     not dialed: its host only picks local_addr's default */
+  hm_settings_t settings; /* any other setting, by name: filled by hm_config_set, freed by
+                             hm_config_release; NULL: none */
 } hm_config_t;
 
 #define HM_CONFIG_INITIALIZER \
-  { sizeof(hm_config_t), HOLMES_VERSION_CODE, -1, -1, NULL, NULL, NULL, -1, 0, 0, NULL, NULL }
+  { sizeof(hm_config_t), HOLMES_VERSION_CODE, -1, -1, NULL, NULL, NULL, -1, 0, 0, NULL, NULL, NULL }
+
+/* Sets any registered setting by its name (the environment variable's: "HOLMES_SHM_RING_BYTES",
+ * "HOLMES_ALGO", ...; holmes-run --print-settings lists them all) for hm_init(config). It wins
+ * over the environment; the fields above win over the same setting set here. value NULL removes
+ * it. The value is checked at once: an unknown name, or a value of the wrong type or range, is
+ * HM_ERR_INVALID_ARGUMENT naming both (hm_last_error_message). The config holds a copy until
+ * hm_config_release. Settings of scope "agreed" must be set alike on every rank. */
+HM_API hm_status_t hm_config_set(hm_config_t* config, const char* name, const char* value);
+
+/* Frees what hm_config_set stored in config (config->settings becomes NULL); config itself is
+ * the caller's. Safe on a config without settings. */
+HM_API hm_status_t hm_config_release(hm_config_t* config);
+
+/* Every setting hm_init(config) would run with (config may be NULL: the environment only), one
+ * a line: name, value and where it came from ("default", "environment", "hm_config_t"); the
+ * token is hidden. Writes at most capacity bytes including the terminating NUL; *length (may be
+ * NULL) receives the size needed including the NUL. buffer may be NULL with capacity 0 to ask
+ * for the size. */
+HM_API hm_status_t hm_config_dump(const hm_config_t* config, char* buffer, size_t capacity,
+                                  size_t* length);
 
 /* Creates the world communicator from the environment: HOLMES_RANK, HOLMES_WORLD_SIZE,
  * HOLMES_STORE (host:port), HOLMES_TOKEN, HOLMES_TOPOLOGY, HOLMES_TIMEOUT_MS; or the variables
@@ -231,6 +256,12 @@ HM_API hm_status_t hm_comm_query_algorithm(hm_comm_t comm, hm_collective_t colle
  * ones measured when the communicator was created. Every rank holds the same numbers per tier. */
 HM_API hm_status_t hm_comm_query_link(hm_comm_t comm, int peer, double* latency_us,
                                       double* gbytes_per_s);
+
+/* Every setting comm runs with and where each came from, as hm_config_dump writes them; tier
+ * numbers the topology file gives show with source "topology file". Splits run with their
+ * parent's settings. */
+HM_API hm_status_t hm_comm_config_dump(hm_comm_t comm, char* buffer, size_t capacity,
+                                       size_t* length);
 
 /* Collective over comm: ranks with the same color form a new communicator, ordered by key
  * (then by rank in comm). A rank that passes HM_COLOR_UNDEFINED gets *newcomm = NULL. */

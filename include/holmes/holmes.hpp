@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <optional>
 #include <span>
@@ -79,7 +80,7 @@ class KeyValueStore {
 };
 
 // Options of Communicator::init. Unset fields come from the environment (see holmes.h).
-struct Config {
+struct HM_API Config {
   std::optional<int> rank;
   std::optional<int> world_size;
   std::optional<std::string> store;  // "host:port"
@@ -94,7 +95,19 @@ struct Config {
   // peers reach this rank at (the local end of the route to it). rank and world_size must come
   // from here or the environment.
   std::shared_ptr<KeyValueStore> kv_store;
+  // Any registered setting by name ("HOLMES_SHM_RING_BYTES" -> "1048576"), winning over the
+  // environment; the fields above win over the same setting given here. settings_dump() and
+  // holmes-run --print-settings list them all.
+  std::map<std::string, std::string> settings;
+
+  // Adds one setting, checked at once: throws holmes::Error (HM_ERR_INVALID_ARGUMENT) naming
+  // the setting for an unknown name or a value of the wrong type or range.
+  Config& set(const std::string& name, const std::string& value);
 };
+
+// Every setting `config` would run with (the environment, overridden by the config), one a
+// line: name, value and where it came from ("default", "environment", "hm_config_t").
+HM_API std::string settings_dump(const Config& config = {});
 
 // How a communicator reaches one peer.
 struct PeerTransport {
@@ -171,6 +184,9 @@ class HM_API Communicator {
                                   hm_dtype_t dtype) const;
   // The cost model's latency and bandwidth for the link to `peer`.
   LinkEstimate query_link(int peer) const;
+  // Every setting this communicator runs with and where each came from, one a line (the
+  // topology file's tier numbers included); splits run with their parent's.
+  std::string settings_dump() const;
 
   // Blocking collectives over raw buffers (the C API's semantics).
   void allreduce(const void* send, void* recv, std::size_t count, hm_dtype_t dtype, hm_op_t op);

@@ -8,7 +8,8 @@
 //   token       HOLMES_TOKEN          topology  HOLMES_TOPOLOGY
 //   serve       HOLMES_STORE_SERVE=0|1 (default: rank 0 serves the store)
 //   timeout     HOLMES_TIMEOUT_MS     sockets   HOLMES_SOCKETS     address  HOLMES_ADDR
-// The first variable set in each list wins; each value says which variable it came from.
+// The first variable set in each list wins; each value says which variable it came from. The
+// variables are those of the settings registry (core/setting_registry.hpp), which reads them.
 #pragma once
 
 #include <optional>

@@ -5,6 +5,8 @@
 #include <holmes/holmes.h>
 #include <holmes/holmes.hpp>
 
+#include <cstring>
+#include <map>
 #include <new>
 #include <string>
 #include <utility>
@@ -23,6 +25,11 @@ struct hm_comm {
 
 struct hm_request {
   holmes::Request request;
+};
+
+// What hm_config_set stored: the settings by name, as holmes::Config holds them.
+struct hm_settings {
+  std::map<std::string, std::string> values;
 };
 
 namespace holmes::capi {
@@ -62,6 +69,24 @@ inline holmes::Communicator& comm_of(hm_comm_t comm) {
 template <typename T>
 void require_out(T* pointer, const char* name) {
   holmes::require(pointer != nullptr, "output pointer {} is NULL", name);
+}
+
+// Hands `text` out as the calls that return a string do: *length (when given) gets the size
+// needed with the NUL; buffer NULL with capacity 0 asks only for that; a buffer too small for
+// `what` is HM_ERR_INVALID_ARGUMENT.
+inline void copy_out(const std::string& text, char* buffer, std::size_t capacity,
+                     std::size_t* length, const char* what) {
+  if (length != nullptr) *length = text.size() + 1;
+  holmes::require(buffer != nullptr || capacity == 0, "buffer is NULL but capacity is {}",
+                  capacity);
+  if (buffer == nullptr) {
+    holmes::require(length != nullptr, "both buffer and length are NULL");
+    return;
+  }
+  holmes::require(capacity >= text.size() + 1,
+                  "buffer of {} bytes is too small: {} needs {} (with the NUL)", capacity, what,
+                  text.size() + 1);
+  std::memcpy(buffer, text.c_str(), text.size() + 1);
 }
 
 }  // namespace holmes::capi

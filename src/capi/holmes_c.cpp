@@ -14,6 +14,7 @@
 #include "capi/kv_store_c.hpp"
 #include "collectives/algorithm.hpp"
 #include "core/dtype.hpp"
+#include "core/setting_registry.hpp"
 #include "core/status.hpp"
 
 namespace {
@@ -59,8 +60,15 @@ holmes::Config config_from_c(const hm_config_t* c) {
   if (HM_HAS(kv_store) && c->kv_store != nullptr) {
     config.kv_store = holmes::capi::kv_store_from_c(*c->kv_store);
   }
+  if (HM_HAS(settings) && c->settings != nullptr) config.settings = c->settings->values;
 #undef HM_HAS
   return config;
+}
+
+// Whether `config` (checked by its size) has the settings field.
+bool has_settings_field(const hm_config_t* config) {
+  return config->size >= offsetof(hm_config_t, settings) + sizeof(config->settings) &&
+         config->size <= (1u << 16);
 }
 
 hm_status_t init_into(const char* function, const holmes::Config* config, hm_comm_t* out) {
@@ -122,6 +130,53 @@ hm_status_t hm_init(const hm_config_t* config, hm_comm_t* comm) {
     return status;
   }
   return init_into("hm_init", &converted, comm);
+}
+
+hm_status_t hm_config_set(hm_config_t* config, const char* name, const char* value) {
+  return guarded("hm_config_set", [&] {
+    holmes::require(config != nullptr, "config is NULL");
+    holmes::require(name != nullptr, "setting name is NULL");
+    holmes::require(has_settings_field(config),
+                    "hm_config_t.size is {}: the config has no settings field (built against a "
+                    "header older than hm_config_set; use HM_CONFIG_INITIALIZER)",
+                    config->size);
+    if (value == nullptr) {
+      holmes::require(holmes::find_setting(name) != nullptr,
+                      "unknown setting '{}' (holmes-run --print-settings lists every setting)",
+                      name);
+      if (config->settings != nullptr) config->settings->values.erase(name);
+      return;
+    }
+    holmes::Config checked;
+    checked.set(name, value);  // throws naming the setting and the value
+    if (config->settings == nullptr) config->settings = new hm_settings();
+    config->settings->values[name] = value;
+  });
+}
+
+hm_status_t hm_config_release(hm_config_t* config) {
+  return guarded("hm_config_release", [&] {
+    holmes::require(config != nullptr, "config is NULL");
+    if (!has_settings_field(config)) return;
+    delete config->settings;
+    config->settings = nullptr;
+  });
+}
+
+hm_status_t hm_config_dump(const hm_config_t* config, char* buffer, size_t capacity,
+                           size_t* length) {
+  return guarded("hm_config_dump", [&] {
+    const holmes::Config converted = config_from_c(config);
+    holmes::capi::copy_out(holmes::settings_dump(converted), buffer, capacity, length,
+                           "the settings dump");
+  });
+}
+
+hm_status_t hm_comm_config_dump(hm_comm_t comm, char* buffer, size_t capacity, size_t* length) {
+  return guarded("hm_comm_config_dump", [&] {
+    holmes::capi::copy_out(comm_of(comm).settings_dump(), buffer, capacity, length,
+                           "the settings dump");
+  });
 }
 
 hm_status_t hm_comm_rank(hm_comm_t comm, int* rank) {

@@ -104,18 +104,7 @@ hm_status_t hm_plan_comm_create(hm_plan_t plan, hm_group_t group, hm_comm_t* com
 
 hm_status_t hm_plan_get_json(hm_plan_t plan, char* buffer, size_t capacity, size_t* length) {
   return guarded("hm_plan_get_json", [&] {
-    const std::string json = plan_of(plan).json();
-    if (length != nullptr) *length = json.size() + 1;
-    holmes::require(buffer != nullptr || capacity == 0, "buffer is NULL but capacity is {}",
-                    capacity);
-    if (buffer == nullptr) {
-      holmes::require(length != nullptr, "both buffer and length are NULL");
-      return;
-    }
-    holmes::require(capacity >= json.size() + 1,
-                    "buffer of {} bytes is too small: the plan needs {} (with the NUL)", capacity,
-                    json.size() + 1);
-    std::memcpy(buffer, json.c_str(), json.size() + 1);
+    holmes::capi::copy_out(plan_of(plan).json(), buffer, capacity, length, "the plan");
   });
 }
 

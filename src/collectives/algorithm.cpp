@@ -1,8 +1,9 @@
 #include "collectives/algorithm.hpp"
 
+#include <array>
 #include <string>
 
-#include "core/env.hpp"
+#include "collectives/registry.hpp"
 #include "core/status.hpp"
 
 namespace holmes {
@@ -63,41 +64,19 @@ std::optional<Algorithm> algorithm_from_name(std::string_view name) {
 }
 
 const std::vector<Algorithm>& algorithms_for(CollectiveKind kind) {
-  static const std::vector<Algorithm> kAllreduce = {
-      Algorithm::kRing, Algorithm::kRecursiveDoubling, Algorithm::kHalvingDoubling,
-      Algorithm::kHierarchical, Algorithm::kSharedMemory};
-  static const std::vector<Algorithm> kRingOnly = {Algorithm::kRing};
-  static const std::vector<Algorithm> kBlocks = {Algorithm::kRing, Algorithm::kHierarchical};
-  static const std::vector<Algorithm> kRooted = {
-      Algorithm::kChain, Algorithm::kTree, Algorithm::kHierarchical, Algorithm::kSharedMemory};
-  static const std::vector<Algorithm> kAlltoall = {Algorithm::kPairwise, Algorithm::kHierarchical};
-  static const std::vector<Algorithm> kBarrier = {
-      Algorithm::kDissemination, Algorithm::kHierarchical, Algorithm::kSharedMemory};
-  switch (kind) {
-    case CollectiveKind::kAllreduce:
-      return kAllreduce;
-    case CollectiveKind::kBroadcast:
-    case CollectiveKind::kReduce:
-      return kRooted;
-    case CollectiveKind::kAlltoall:
-      return kAlltoall;
-    case CollectiveKind::kBarrier:
-      return kBarrier;
-    case CollectiveKind::kReduceScatter:
-    case CollectiveKind::kAllgather:
-      return kBlocks;
-    case CollectiveKind::kSplit:
-    case CollectiveKind::kLinkProbe:
-      break;
-  }
-  return kRingOnly;
+  // The table's rows of each collective, in its order (collectives/registry.hpp).
+  static const auto by_kind = [] {
+    std::array<std::vector<Algorithm>, 256> out;
+    for (const auto& entry : algorithm_entries()) {
+      out[static_cast<std::size_t>(entry.kind)].push_back(entry.algorithm);
+    }
+    return out;
+  }();
+  return by_kind[static_cast<std::size_t>(kind)];
 }
 
 bool algorithm_applies(CollectiveKind kind, Algorithm algorithm) {
-  for (auto a : algorithms_for(kind)) {
-    if (a == algorithm) return true;
-  }
-  return false;
+  return find_algorithm(kind, algorithm) != nullptr;
 }
 
 std::optional<CollectiveKind> collective_from_public(hm_collective_t collective) {
@@ -162,8 +141,8 @@ ForcedAlgorithms ForcedAlgorithms::parse(std::string_view text) {
   return forced;
 }
 
-ForcedAlgorithms ForcedAlgorithms::from_env() {
-  const auto text = env_string("HOLMES_ALGO");
+ForcedAlgorithms ForcedAlgorithms::from_settings(const Settings& settings) {
+  const auto text = settings.text_if_given(Setting::kAlgo);
   return text ? parse(*text) : ForcedAlgorithms();
 }
 

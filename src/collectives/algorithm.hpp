@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "collectives/context.hpp"
+#include "core/settings.hpp"
 
 namespace holmes {
 
@@ -32,7 +33,8 @@ enum class Algorithm : std::uint8_t {
 const char* algorithm_name(Algorithm algorithm);
 std::optional<Algorithm> algorithm_from_name(std::string_view name);
 
-// The algorithms `kind` can run with, in the order the cost model lists them.
+// The algorithms `kind` can run with, in the order the cost model lists them: the rows of the
+// algorithm table (registry.hpp).
 const std::vector<Algorithm>& algorithms_for(CollectiveKind kind);
 bool algorithm_applies(CollectiveKind kind, Algorithm algorithm);
 
@@ -50,7 +52,7 @@ struct ForcedAlgorithms {
     by_kind[static_cast<int>(kind)] = algorithm;
   }
   static ForcedAlgorithms parse(std::string_view text);
-  static ForcedAlgorithms from_env();
+  static ForcedAlgorithms from_settings(const Settings& settings);
 };
 
 }  // namespace holmes

@@ -58,7 +58,8 @@ void shared_memory_reduce(CollectiveContext& ctx, const void* send, void* recv, 
                           hm_dtype_t dtype, hm_op_t op, int root);
 void shared_memory_barrier(CollectiveContext& ctx);
 
-// By islands (hierarchical.cpp); `ctx` spans the whole communicator.
+// By islands (hierarchical/, one file per collective over the segment engine of segments.hpp);
+// `ctx` spans the whole communicator.
 void hierarchical_allreduce(CollectiveContext& ctx, const Hierarchy& h, const CostModel& model,
                             const void* send, void* recv, std::size_t count, hm_dtype_t dtype,
                             hm_op_t op);

@@ -11,39 +11,14 @@
 #include <fmt/format.h>
 
 #include "collectives/pipeline.hpp"
-#include "core/env.hpp"
+#include "collectives/predictions.hpp"
+#include "collectives/registry.hpp"
 #include "core/status.hpp"
 
 namespace holmes {
 namespace {
 
 constexpr double kInfinity = std::numeric_limits<double>::infinity();
-
-// "latency_us,GB/s" -> LinkCost; both positive and finite.
-LinkCost parse_link(const char* variable, const std::string& text) {
-  const auto comma = text.find(',');
-  double latency = -1;
-  double bandwidth = -1;
-  try {
-    if (comma != std::string::npos) {
-      std::size_t used = 0;
-      latency = std::stod(text.substr(0, comma), &used);
-      if (used != comma) latency = -1;
-      const std::string rest = text.substr(comma + 1);
-      bandwidth = std::stod(rest, &used);
-      if (used != rest.size()) bandwidth = -1;
-    }
-  } catch (const std::exception&) {
-    latency = -1;
-  }
-  if (!(latency >= 0 && std::isfinite(latency) && bandwidth > 0 && std::isfinite(bandwidth))) {
-    fail(HM_ERR_INVALID_ARGUMENT,
-         "{}='{}': expected latency_us,GB/s with a latency >= 0 and a bandwidth > 0 (e.g. "
-         "100,1.25)",
-         variable, text);
-  }
-  return {latency, bandwidth};
-}
 
 // The worst latency and bandwidth among a set of links.
 struct Worst {
@@ -178,7 +153,7 @@ bool fits_board(const Hierarchy& h, double bytes) {
 }
 
 // The hierarchical allgather, or with `reduces` the reduce-scatter (the same steps reversed,
-// reducing on the way; hierarchical.cpp), of `bytes` in all over the ranks of `h`.
+// reducing on the way; hierarchical/reduce_scatter.cpp), of `bytes` in all over the ranks of `h`.
 double hierarchical_blocks_us(const Hierarchy& h, const CostModel& m, double bytes, bool reduces) {
   const Hierarchy::Summary& s = h.summary;
   if (s.islands > kMaxBlockIslands) return kInfinity;
@@ -211,7 +186,7 @@ double hierarchical_blocks_us(const Hierarchy& h, const CostModel& m, double byt
   return t;
 }
 
-// The hierarchical alltoall (hierarchical.cpp) of `bytes` per rank (a block per rank).
+// The hierarchical alltoall (hierarchical/alltoall.cpp) of `bytes` per rank (a block per rank).
 double hierarchical_alltoall_us(const Hierarchy& h, const CostModel& m, double bytes) {
   const Hierarchy::Summary& s = h.summary;
   const int lanes = s.smallest_island;
@@ -232,6 +207,25 @@ double hierarchical_alltoall_us(const Hierarchy& h, const CostModel& m, double b
          lane.transfer_us(largest * elsewhere / lanes * block);
   }
   return t;
+}
+
+// The flat ring of a reduce-scatter (which reduces on the way) or an allgather.
+double ring_blocks_us(const Hierarchy& h, const CostModel& m, double bytes, bool reduces) {
+  const Hierarchy::Summary& s = h.summary;
+  const int n = h.size();
+  const double block = bytes / n;
+  double t =
+      (n - 1) * (s.ring.latency_us + chunks_of(m, block, m.chunk_bytes) * m.chunk_overhead_us +
+                 s.ring.transfer_us(block));
+  if (reduces) t += (n - 1) * block * (1.0 / (m.reduce_gbytes_per_s * 1e3));
+  return t;
+}
+
+// Across the islands' leaders, then inside each island.
+double hierarchical_rooted_us(const Hierarchy& h, const CostModel& m, double bytes, bool reduces) {
+  const Hierarchy::Summary& s = h.summary;
+  return rooted_us(m, s.islands, bytes, h.other_island, m.chunk_bytes, reduces) +
+         rooted_us(m, s.largest_island, bytes, s.intra, m.chunk_bytes, reduces);
 }
 
 }  // namespace
@@ -267,27 +261,26 @@ std::string TierCosts::describe() const {
   return out.empty() ? "nothing measured" : out;
 }
 
-CostModel CostModel::from_env() {
+CostModel CostModel::from_settings(const Settings& settings) {
   CostModel model;
-  const std::tuple<const char*, LinkCost*, unsigned> tiers[] = {
-      {"HOLMES_COST_SHM", &model.shm, kSetShm},
-      {"HOLMES_COST_HOST_TCP", &model.host_tcp, kSetHostTcp},
-      {"HOLMES_COST_ISLAND_RDMA", &model.island_rdma, kSetIslandRdma},
-      {"HOLMES_COST_ISLAND_TCP", &model.island_tcp, kSetIslandTcp},
-      {"HOLMES_COST_INTER_ISLAND", &model.inter_island, kSetInterIsland},
+  const std::tuple<Setting, LinkCost*, unsigned> tiers[] = {
+      {Setting::kCostShm, &model.shm, kSetShm},
+      {Setting::kCostHostTcp, &model.host_tcp, kSetHostTcp},
+      {Setting::kCostIslandRdma, &model.island_rdma, kSetIslandRdma},
+      {Setting::kCostIslandTcp, &model.island_tcp, kSetIslandTcp},
+      {Setting::kCostInterIsland, &model.inter_island, kSetInterIsland},
   };
-  for (const auto& [variable, link, bit] : tiers) {
-    if (auto text = env_string(variable)) {
-      *link = parse_link(variable, *text);
+  for (const auto& [setting, link, bit] : tiers) {
+    if (auto given = settings.link_if_given(setting)) {
+      *link = {given->latency_us, given->gbytes_per_s};
       model.set_by_env |= bit;
     }
   }
-  if (auto text = env_string("HOLMES_COST_REDUCE_GBPS")) {
-    const LinkCost parsed = parse_link("HOLMES_COST_REDUCE_GBPS", "0," + *text);
-    model.reduce_gbytes_per_s = parsed.gbytes_per_s;
+  if (auto rate = settings.rate_if_given(Setting::kCostReduceGbps)) {
+    model.reduce_gbytes_per_s = *rate;
     model.set_by_env |= kSetReduce;
   }
-  model.probe = env_int("HOLMES_COST_PROBE", 0, 1).value_or(0) == 1;
+  model.probe = settings.flag(Setting::kCostProbe);
   return model;
 }
 
@@ -330,110 +323,142 @@ Hierarchy make_hierarchy(const std::vector<std::string>& hosts,
   return h;
 }
 
-double predict(const Hierarchy& h, const CostModel& m, CollectiveKind kind, Algorithm algorithm,
-               double bytes) {
-  if (!algorithm_applies(kind, algorithm)) return kInfinity;
-  // Only with a board the buffer fits (not even alone: a communicator of one rank has none).
-  if (algorithm == Algorithm::kSharedMemory && !fits_board(h, bytes)) return kInfinity;
+namespace predictions {
+
+double ring_allreduce(const Hierarchy& h, const CostModel& m, double bytes) {
+  return ring_allreduce_us(m, h.size(), bytes, h.summary.ring, m.chunk_bytes);
+}
+
+double rd_allreduce(const Hierarchy& h, const CostModel& m, double bytes) {
+  return rd_allreduce_us(m, h.size(), bytes, h.summary.any, m.chunk_bytes);
+}
+
+double rhd_allreduce(const Hierarchy& h, const CostModel& m, double bytes) {
+  return rhd_allreduce_us(m, h.size(), bytes, h.summary.any, m.chunk_bytes);
+}
+
+double hierarchical_allreduce(const Hierarchy& h, const CostModel& m, double bytes) {
+  // Host level: M0 shards (M0 = ranks of the smallest host) over shared memory; island level:
+  // M1 shards of those (M1 = hosts of the smallest island) over the island's fabric; then lanes
+  // of one rank per island across the slow tier, the M0 lanes of a host sharing its uplink.
   const Hierarchy::Summary& s = h.summary;
   const double chunk = m.chunk_bytes;
-  const int n = h.size();
-  if (n <= 1) return 0;
   const double reduce_us_per_byte = 1.0 / (m.reduce_gbytes_per_s * 1e3);
-  switch (kind) {
-    case CollectiveKind::kAllreduce:
-      switch (algorithm) {
-        case Algorithm::kRing:
-          return ring_allreduce_us(m, n, bytes, s.ring, chunk);
-        case Algorithm::kRecursiveDoubling:
-          return rd_allreduce_us(m, n, bytes, s.any, chunk);
-        case Algorithm::kHalvingDoubling:
-          return rhd_allreduce_us(m, n, bytes, s.any, chunk);
-        case Algorithm::kSharedMemory:
-          // One publication, then each rank reads and reduces every peer's buffer: the latency
-          // of the host tier once (waiting for the last rank), no chunks.
-          return h.same_host.latency_us +
-                 (n - 1) * (h.same_host.transfer_us(bytes) + bytes * reduce_us_per_byte);
-        case Algorithm::kHierarchical: {
-          // Host level: M0 shards (M0 = ranks of the smallest host) over shared memory; island
-          // level: M1 shards of those (M1 = hosts of the smallest island) over the island's
-          // fabric; then lanes of one rank per island across the slow tier, the M0 lanes of a
-          // host sharing its uplink.
-          auto level_us = [&](int group, double shards, double data, const LinkCost& link) {
-            if (group <= 1) return 0.0;
-            const double shard = data / shards;
-            const double steps = group - 1.0;
-            return 2 * steps *
-                       (link.latency_us + chunks_of(m, shard, chunk) * m.chunk_overhead_us) +
-                   std::max(2 * steps * link.transfer_us(shard),
-                            steps * shard * reduce_us_per_byte);
-          };
-          const double intra = level_us(s.max_per_host, s.min_per_host, bytes, h.same_host) +
-                               level_us(s.max_hosts_per_island, s.min_hosts_per_island,
-                                        bytes / s.min_per_host, h.same_island);
-          if (s.islands < 2) return intra;
-          const double shard = bytes / (s.min_per_host * s.min_hosts_per_island);
-          const LinkCost lane{h.other_island.latency_us,
-                              h.other_island.gbytes_per_s / s.min_per_host};
-          const double inter = std::min(ring_allreduce_us(m, s.islands, shard, lane, chunk),
-                                        rd_allreduce_us(m, s.islands, shard, lane, chunk));
-          // Segments overlap the tiers: the slower one sets the pace, the other shows once
-          // per segment.
-          const double k = hierarchical_segments(h, m, bytes);
-          return std::max(intra, inter) + std::min(intra, inter) / k;
-        }
-        default:
-          return kInfinity;
-      }
-    case CollectiveKind::kBroadcast:
-    case CollectiveKind::kReduce: {
-      const bool reduces = kind == CollectiveKind::kReduce;
-      switch (algorithm) {
-        case Algorithm::kChain:
-          return chain_us(m, n, bytes, s.ring, chunk, reduces);
-        case Algorithm::kTree:
-          return tree_us(m, n, bytes, s.any, chunk, reduces);
-        case Algorithm::kHierarchical:
-          return rooted_us(m, s.islands, bytes, h.other_island, chunk, reduces) +
-                 rooted_us(m, s.largest_island, bytes, s.intra, chunk, reduces);
-        case Algorithm::kSharedMemory:
-          // Broadcast: every rank reads the root's slot at once. Reduce: the root reads and
-          // reduces every other rank's.
-          return h.same_host.latency_us +
-                 (reduces ? (n - 1) * (h.same_host.transfer_us(bytes) + bytes * reduce_us_per_byte)
-                          : h.same_host.transfer_us(bytes));
-        default:
-          return kInfinity;
-      }
-    }
-    case CollectiveKind::kReduceScatter:
-    case CollectiveKind::kAllgather:
-    case CollectiveKind::kSplit: {
-      if (algorithm == Algorithm::kHierarchical) {
-        return hierarchical_blocks_us(h, m, bytes, kind == CollectiveKind::kReduceScatter);
-      }
-      const double block = bytes / n;
-      double t = (n - 1) * (s.ring.latency_us + chunks_of(m, block, chunk) * m.chunk_overhead_us +
-                            s.ring.transfer_us(block));
-      if (kind == CollectiveKind::kReduceScatter) t += (n - 1) * block * reduce_us_per_byte;
-      return t;
-    }
-    case CollectiveKind::kAlltoall:
-      if (algorithm == Algorithm::kHierarchical) return hierarchical_alltoall_us(h, m, bytes);
-      return (n - 1) * (s.any.latency_us + m.chunk_overhead_us) +
-             s.any.transfer_us((n - 1.0) / n * bytes);
-    case CollectiveKind::kLinkProbe:
-      return kInfinity;  // never chosen: it runs as it is (CommunicatorImpl::calibrate)
-    case CollectiveKind::kBarrier:
-      if (algorithm == Algorithm::kSharedMemory) return h.same_host.latency_us;
-      if (algorithm == Algorithm::kHierarchical) {
-        // Arrive and release inside the islands, the leaders across in between.
-        return 2 * ceil_log2(s.largest_island) * (s.intra.latency_us + m.chunk_overhead_us) +
-               ceil_log2(s.islands) * (h.other_island.latency_us + m.chunk_overhead_us);
-      }
-      return ceil_log2(n) * (s.any.latency_us + m.chunk_overhead_us);
-  }
-  return kInfinity;
+  auto level_us = [&](int group, double shards, double data, const LinkCost& link) {
+    if (group <= 1) return 0.0;
+    const double shard = data / shards;
+    const double steps = group - 1.0;
+    return 2 * steps * (link.latency_us + chunks_of(m, shard, chunk) * m.chunk_overhead_us) +
+           std::max(2 * steps * link.transfer_us(shard), steps * shard * reduce_us_per_byte);
+  };
+  const double intra = level_us(s.max_per_host, s.min_per_host, bytes, h.same_host) +
+                       level_us(s.max_hosts_per_island, s.min_hosts_per_island,
+                                bytes / s.min_per_host, h.same_island);
+  if (s.islands < 2) return intra;
+  const double shard = bytes / (s.min_per_host * s.min_hosts_per_island);
+  const LinkCost lane{h.other_island.latency_us, h.other_island.gbytes_per_s / s.min_per_host};
+  const double inter = std::min(ring_allreduce_us(m, s.islands, shard, lane, chunk),
+                                rd_allreduce_us(m, s.islands, shard, lane, chunk));
+  // Segments overlap the tiers: the slower one sets the pace, the other shows once per segment.
+  const double k = hierarchical_segments(h, m, bytes);
+  return std::max(intra, inter) + std::min(intra, inter) / k;
+}
+
+double shared_memory_allreduce(const Hierarchy& h, const CostModel& m, double bytes) {
+  // One publication, then each rank reads and reduces every peer's buffer: the latency of the
+  // host tier once (waiting for the last rank), no chunks.
+  const double reduce_us_per_byte = 1.0 / (m.reduce_gbytes_per_s * 1e3);
+  return h.same_host.latency_us +
+         (h.size() - 1) * (h.same_host.transfer_us(bytes) + bytes * reduce_us_per_byte);
+}
+
+double ring_reduce_scatter(const Hierarchy& h, const CostModel& m, double bytes) {
+  return ring_blocks_us(h, m, bytes, true);
+}
+
+double hierarchical_reduce_scatter(const Hierarchy& h, const CostModel& m, double bytes) {
+  return hierarchical_blocks_us(h, m, bytes, true);
+}
+
+double ring_allgather(const Hierarchy& h, const CostModel& m, double bytes) {
+  return ring_blocks_us(h, m, bytes, false);
+}
+
+double hierarchical_allgather(const Hierarchy& h, const CostModel& m, double bytes) {
+  return hierarchical_blocks_us(h, m, bytes, false);
+}
+
+double chain_broadcast(const Hierarchy& h, const CostModel& m, double bytes) {
+  return chain_us(m, h.size(), bytes, h.summary.ring, m.chunk_bytes, false);
+}
+
+double tree_broadcast(const Hierarchy& h, const CostModel& m, double bytes) {
+  return tree_us(m, h.size(), bytes, h.summary.any, m.chunk_bytes, false);
+}
+
+double hierarchical_broadcast(const Hierarchy& h, const CostModel& m, double bytes) {
+  return hierarchical_rooted_us(h, m, bytes, false);
+}
+
+double shared_memory_broadcast(const Hierarchy& h, const CostModel&, double bytes) {
+  // Every rank reads the root's slot at once.
+  return h.same_host.latency_us + h.same_host.transfer_us(bytes);
+}
+
+double chain_reduce(const Hierarchy& h, const CostModel& m, double bytes) {
+  return chain_us(m, h.size(), bytes, h.summary.ring, m.chunk_bytes, true);
+}
+
+double tree_reduce(const Hierarchy& h, const CostModel& m, double bytes) {
+  return tree_us(m, h.size(), bytes, h.summary.any, m.chunk_bytes, true);
+}
+
+double hierarchical_reduce(const Hierarchy& h, const CostModel& m, double bytes) {
+  return hierarchical_rooted_us(h, m, bytes, true);
+}
+
+double shared_memory_reduce(const Hierarchy& h, const CostModel& m, double bytes) {
+  // The root reads and reduces every other rank's slot.
+  return shared_memory_allreduce(h, m, bytes);
+}
+
+double pairwise_alltoall(const Hierarchy& h, const CostModel& m, double bytes) {
+  const int n = h.size();
+  return (n - 1) * (h.summary.any.latency_us + m.chunk_overhead_us) +
+         h.summary.any.transfer_us((n - 1.0) / n * bytes);
+}
+
+double hierarchical_alltoall(const Hierarchy& h, const CostModel& m, double bytes) {
+  return hierarchical_alltoall_us(h, m, bytes);
+}
+
+double dissemination_barrier(const Hierarchy& h, const CostModel& m, double) {
+  return ceil_log2(h.size()) * (h.summary.any.latency_us + m.chunk_overhead_us);
+}
+
+double hierarchical_barrier(const Hierarchy& h, const CostModel& m, double) {
+  // Arrive and release inside the islands, the leaders across in between.
+  const Hierarchy::Summary& s = h.summary;
+  return 2 * ceil_log2(s.largest_island) * (s.intra.latency_us + m.chunk_overhead_us) +
+         ceil_log2(s.islands) * (h.other_island.latency_us + m.chunk_overhead_us);
+}
+
+double shared_memory_barrier(const Hierarchy& h, const CostModel&, double) {
+  return h.same_host.latency_us;
+}
+
+double never(const Hierarchy&, const CostModel&, double) { return kInfinity; }
+
+}  // namespace predictions
+
+double predict(const Hierarchy& h, const CostModel& m, CollectiveKind kind, Algorithm algorithm,
+               double bytes) {
+  const AlgorithmEntry* entry = find_algorithm(kind, algorithm);
+  if (entry == nullptr) return kInfinity;
+  // Only with a board the buffer fits (not even alone: a communicator of one rank has none).
+  if (algorithm == Algorithm::kSharedMemory && !fits_board(h, bytes)) return kInfinity;
+  if (h.size() <= 1) return 0;
+  return entry->predict(h, m, bytes);
 }
 
 int hierarchical_segments(const Hierarchy& h, const CostModel& model, double bytes) {

@@ -21,6 +21,7 @@
 
 #include "collectives/algorithm.hpp"
 #include "collectives/context.hpp"
+#include "core/settings.hpp"
 
 namespace holmes {
 
@@ -52,12 +53,12 @@ struct TierCosts {
 
 // Tier numbers. Defaults are nominal figures for the hardware each tier stands for; every one
 // can be set with HOLMES_COST_<TIER>="latency_us,GB/s" (e.g. HOLMES_COST_INTER_ISLAND=100,0.125)
-// and HOLMES_COST_REDUCE_GBPS. A topology file (HOLMES_TOPOLOGY) gives the island and
-// inter-island tiers its link classes' numbers; with HOLMES_COST_PROBE=1 the communicator
-// measures the tiers it has at init (link_probe.hpp). Which wins, per tier: a HOLMES_COST_<TIER>
-// variable, then the probe, then the topology file, then the defaults.
+// and HOLMES_COST_REDUCE_GBPS, in the environment or the config. A topology file (HOLMES_TOPOLOGY)
+// gives the island and inter-island tiers its link classes' numbers; with HOLMES_COST_PROBE=1 the
+// communicator measures the tiers it has at init (link_probe.hpp). Which wins, per tier: a
+// HOLMES_COST_<TIER> variable, then the probe, then the topology file, then the defaults.
 struct CostModel {
-  // Bits of set_by_env: which numbers a HOLMES_COST_* variable gave.
+  // Bits of set_by_env: which numbers a HOLMES_COST_* setting gave (environment or config).
   static constexpr unsigned kSetShm = 1;
   static constexpr unsigned kSetHostTcp = 2;
   static constexpr unsigned kSetIslandRdma = 4;
@@ -79,8 +80,9 @@ struct CostModel {
   unsigned set_by_env = 0;
   bool probe = false;  // HOLMES_COST_PROBE=1: measure the tiers at init
 
-  // Defaults overridden by HOLMES_COST_*; throws HM_ERR_INVALID_ARGUMENT naming a bad variable.
-  static CostModel from_env();
+  // Defaults overridden by the HOLMES_COST_* settings given; throws HM_ERR_INVALID_ARGUMENT
+  // naming a bad one.
+  static CostModel from_settings(const Settings& settings);
 };
 
 // Where each rank of a communicator sits, as the cost model and the hierarchical algorithms
@@ -135,7 +137,8 @@ struct Prediction {
 };
 
 // Predicted time of `algorithm` for `kind` moving `bytes` (the whole buffer: for allgather and
-// reduce_scatter the concatenation of all ranks' blocks). Infinity where it does not apply.
+// reduce_scatter the concatenation of all ranks' blocks): its row's prediction in the algorithm
+// table (registry.hpp; the formulas are in tuning.cpp). Infinity where it does not apply.
 double predict(const Hierarchy& h, const CostModel& model, CollectiveKind kind, Algorithm algorithm,
                double bytes);
 
@@ -149,8 +152,8 @@ Prediction choose(const Hierarchy& h, const CostModel& model, CollectiveKind kin
 // phases of different segments overlap (1: no overlap; small messages, one island). At most
 // kMaxHierarchicalSegments: each segment's phases take their own numbers in the collective tag.
 constexpr int kMaxHierarchicalSegments = 12;
-// The hierarchical allgather and reduce-scatter take one phase per island (hierarchical.cpp):
-// with more islands than this they do not apply.
+// The hierarchical allgather and reduce-scatter take one phase per island
+// (hierarchical/island_blocks.hpp): with more islands than this they do not apply.
 constexpr int kMaxBlockIslands = 48;
 int hierarchical_segments(const Hierarchy& h, const CostModel& model, double bytes);
 

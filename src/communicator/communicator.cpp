@@ -2,6 +2,7 @@
 #include <holmes/holmes.hpp>
 
 #include "communicator/communicator_impl.hpp"
+#include "core/settings.hpp"
 #include "core/status.hpp"
 #include "transports/kinds.hpp"
 
@@ -85,6 +86,19 @@ AlgorithmChoice Communicator::query_algorithm(hm_collective_t collective, std::s
 LinkEstimate Communicator::query_link(int peer) const {
   const LinkCost link = impl().link_cost(peer);
   return {link.latency_us, link.gbytes_per_s};
+}
+
+std::string Communicator::settings_dump() const { return impl().settings_dump(); }
+
+Config& Config::set(const std::string& name, const std::string& value) {
+  Settings checked;
+  checked.set(name, value, SettingSource::kConfig);
+  settings[name] = value;
+  return *this;
+}
+
+std::string settings_dump(const Config& config) {
+  return detail::configured_settings(config).dump();
 }
 
 Communicator Communicator::split(int color, int key) const {

@@ -70,6 +70,7 @@ CommunicatorImpl::CommunicatorImpl(Params params)
       measured_(std::move(params.measured)),
       declared_(std::move(params.declared)),
       forced_(params.facts.forced),
+      settings_(std::move(params.settings)),
       sent_to_(static_cast<std::size_t>(size_), 0),
       received_from_(static_cast<std::size_t>(size_), 0) {
   cost_model_.chunk_bytes = static_cast<double>(chunk_bytes_);
@@ -136,6 +137,25 @@ void CommunicatorImpl::calibrate() {
         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count(),
         measured_.describe());
   }
+}
+
+std::string CommunicatorImpl::settings_dump() const {
+  Settings shown = settings_;
+  // The tiers' numbers as the cost model takes them from the file (make_hierarchy's choice of
+  // setting per tier).
+  const bool host_tcp = facts_.host_tier_tcp;
+  const bool island_tcp = facts_.island_tier_tcp || !facts_.island_tier_rdma;
+  const std::pair<Tier, Setting> tiers[] = {
+      {Tier::kSameHost, host_tcp ? Setting::kCostHostTcp : Setting::kCostShm},
+      {Tier::kSameIsland, island_tcp ? Setting::kCostIslandTcp : Setting::kCostIslandRdma},
+      {Tier::kOtherIsland, Setting::kCostInterIsland}};
+  for (const auto& [tier, setting] : tiers) {
+    if (shown.given(setting) || !declared_[tier] || !topology_) continue;
+    shown.set(setting,
+              fmt::format("{:g},{:g}", declared_[tier]->latency_us, declared_[tier]->gbytes_per_s),
+              SettingSource::kTopologyFile, *topology_);
+  }
+  return shown.dump();
 }
 
 LinkCost CommunicatorImpl::link_cost(int peer) const {
@@ -229,12 +249,15 @@ std::shared_ptr<CommunicatorImpl> CommunicatorImpl::create_world(const ResolvedC
   try {
     const LocalitySource locality = [&] {
       std::string note;
-      Locality mine = topology::rank_locality(config.topology, &note);
+      Locality mine = topology::rank_locality(
+          config.topology, LocalOverrides::from_settings(config.settings), &note);
       if (!note.empty()) HM_LOG_INFO("rank {}: {}", config.rank, note);
       return mine;
     };
-    router = wire(config.rank, config.world_size, options, locality, gather, deadline, &facts);
-    auto links = topology_links(facts.localities, config.rank, config.topology);
+    router = wire(config.rank, config.world_size, options, config.settings, locality, gather,
+                  deadline, &facts);
+    auto links = topology_links(facts.localities, config.rank, config.topology,
+                                shaping_mode(config.settings));
     router->set_shaping(std::move(links.shapes));
     declared = std::move(links.costs);
   } catch (const Error& e) {
@@ -262,6 +285,7 @@ std::shared_ptr<CommunicatorImpl> CommunicatorImpl::create_world(const ResolvedC
   params.topology = config.topology;
   params.facts = std::move(facts);
   params.declared = std::move(declared);
+  params.settings = config.settings;
   auto comm = std::make_shared<CommunicatorImpl>(std::move(params));
   if (comm->cost_model_.probe) comm->calibrate();
   return comm;
@@ -344,9 +368,10 @@ std::shared_ptr<CommunicatorImpl> CommunicatorImpl::split(int color, int key) {
   // A split's ranks sit where they sat in the parent.
   const Locality mine = facts_.localities.at(static_cast<std::size_t>(rank_));
   auto router = wire(
-      new_rank, static_cast<int>(members.size()), options, [&] { return mine; }, gather,
+      new_rank, static_cast<int>(members.size()), options, settings_, [&] { return mine; }, gather,
       Deadline::after(timeout_), &facts);
-  auto links = topology_links(facts.localities, new_rank, topology_, &facts_.localities);
+  auto links = topology_links(facts.localities, new_rank, topology_, shaping_mode(settings_),
+                              &facts_.localities);
   router->set_shaping(std::move(links.shapes));
 
   Params params;
@@ -361,6 +386,7 @@ std::shared_ptr<CommunicatorImpl> CommunicatorImpl::split(int color, int key) {
   params.facts = std::move(facts);
   params.measured = measured_;
   params.declared = std::move(links.costs);
+  params.settings = settings_;
   return std::make_shared<CommunicatorImpl>(std::move(params));
 }
 
@@ -483,8 +509,13 @@ void CommunicatorImpl::execute(const CollectiveCall& call, std::uint64_t sequenc
     DriveScope(const DriveScope&) = delete;
     DriveScope& operator=(const DriveScope&) = delete;
   } scope(drive ? transport_.get() : nullptr);
+  const AlgorithmEntry* entry = find_algorithm(call.kind, algorithm);
+  if (entry == nullptr) {
+    fail(HM_ERR_INTERNAL, "{} has no algorithm '{}'", collective_name(call.kind),
+         algorithm_name(algorithm));
+  }
   try {
-    run(ctx, call, algorithm);
+    entry->run(ctx, hierarchy_, cost_model_, call);
   } catch (const Error& e) {
     poison(e.status(), e.what());
     throw;
@@ -492,100 +523,6 @@ void CommunicatorImpl::execute(const CollectiveCall& call, std::uint64_t sequenc
     poison(HM_ERR_OUT_OF_MEMORY, "out of memory");
     throw Error(HM_ERR_OUT_OF_MEMORY,
                 fmt::format("{}: out of memory for scratch buffers", collective_name(call.kind)));
-  }
-}
-
-void CommunicatorImpl::run(CollectiveContext& ctx, const CollectiveCall& call,
-                           Algorithm algorithm) {
-  const Hierarchy& h = hierarchy_;
-  // Rings and chains follow the island-grouped order, crossing each slow tier the fewest times.
-  auto ordered = [&] { return ctx.view(h.ring_order, 0); };
-  const auto position_of = [&](int rank) {
-    return static_cast<int>(std::find(h.ring_order.begin(), h.ring_order.end(), rank) -
-                            h.ring_order.begin());
-  };
-  switch (call.kind) {
-    case CollectiveKind::kAllreduce:
-      switch (algorithm) {
-        case Algorithm::kRecursiveDoubling:
-          return recursive_doubling_allreduce(ctx, call.send, call.recv, call.count, call.dtype,
-                                              call.op, size_);
-        case Algorithm::kHalvingDoubling:
-          return halving_doubling_allreduce(ctx, call.send, call.recv, call.count, call.dtype,
-                                            call.op, size_);
-        case Algorithm::kHierarchical:
-          return hierarchical_allreduce(ctx, h, cost_model_, call.send, call.recv, call.count,
-                                        call.dtype, call.op);
-        case Algorithm::kSharedMemory:
-          return shared_memory_allreduce(ctx, call.send, call.recv, call.count, call.dtype,
-                                         call.op);
-        default: {
-          auto ring = ordered();
-          return ring_allreduce(ring, call.send, call.recv, call.count, call.dtype, call.op);
-        }
-      }
-    case CollectiveKind::kReduceScatter:
-      if (algorithm == Algorithm::kHierarchical) {
-        return hierarchical_reduce_scatter(ctx, h, cost_model_, call.send, call.recv, call.count,
-                                           call.dtype, call.op);
-      }
-      return ring_reduce_scatter(ctx, call.send, call.recv, call.count, call.dtype, call.op);
-    case CollectiveKind::kAllgather:
-      if (algorithm == Algorithm::kHierarchical) {
-        return hierarchical_allgather(ctx, h, cost_model_, call.send, call.recv, call.count,
-                                      call.dtype);
-      }
-      return ring_allgather(ctx, call.send, call.recv, call.count, call.dtype);
-    case CollectiveKind::kSplit:
-      return ring_allgather(ctx, call.send, call.recv, call.count, call.dtype);
-    case CollectiveKind::kLinkProbe: {
-      // This rank's results into its own block, then every rank's to all (phase 0; the pairs
-      // measure in phases of their own).
-      auto* values = static_cast<double*>(call.recv);
-      const auto mine = static_cast<std::size_t>(rank_) * call.count;
-      measure_links(ctx, h, {values + mine, call.count});
-      return ring_allgather(ctx, values + mine, call.recv, call.count, call.dtype);
-    }
-    case CollectiveKind::kBroadcast:
-      switch (algorithm) {
-        case Algorithm::kTree:
-          return tree_broadcast(ctx, call.recv, call.count, call.dtype, call.root);
-        case Algorithm::kHierarchical:
-          return hierarchical_broadcast(ctx, h, cost_model_, call.recv, call.count, call.dtype,
-                                        call.root);
-        case Algorithm::kSharedMemory:
-          return shared_memory_broadcast(ctx, call.recv, call.count, call.dtype, call.root);
-        default: {
-          auto chain = ordered();
-          return chain_broadcast(chain, call.recv, call.count, call.dtype, position_of(call.root));
-        }
-      }
-    case CollectiveKind::kReduce:
-      switch (algorithm) {
-        case Algorithm::kTree:
-          return tree_reduce(ctx, call.send, call.recv, call.count, call.dtype, call.op, call.root,
-                             size_);
-        case Algorithm::kHierarchical:
-          return hierarchical_reduce(ctx, h, cost_model_, call.send, call.recv, call.count,
-                                     call.dtype, call.op, call.root);
-        case Algorithm::kSharedMemory:
-          return shared_memory_reduce(ctx, call.send, call.recv, call.count, call.dtype, call.op,
-                                      call.root);
-        default: {
-          auto chain = ordered();
-          return chain_reduce(chain, call.send, call.recv, call.count, call.dtype, call.op,
-                              position_of(call.root), size_);
-        }
-      }
-    case CollectiveKind::kAlltoall:
-      if (algorithm == Algorithm::kHierarchical) {
-        return hierarchical_alltoall(ctx, h, call.send, call.recv, call.count, call.dtype);
-      }
-      return pairwise_alltoall(ctx, call.send, call.recv, call.count, call.dtype);
-    case CollectiveKind::kBarrier:
-      if (algorithm == Algorithm::kSharedMemory) return shared_memory_barrier(ctx);
-      if (algorithm == Algorithm::kHierarchical) return hierarchical_barrier(ctx, h);
-      return dissemination_barrier(ctx);
   }
 }
 

@@ -22,6 +22,7 @@
 #include "collectives/context.hpp"
 #include "collectives/device_memory.hpp"
 #include "collectives/link_probe.hpp"
+#include "collectives/registry.hpp"
 #include "collectives/staging.hpp"
 #include "collectives/tuning.hpp"
 #include "communicator/config.hpp"
@@ -48,15 +49,7 @@ struct RequestImpl {
   std::function<void()> finish;
 };
 
-struct CollectiveCall {
-  CollectiveKind kind = CollectiveKind::kBarrier;
-  const void* send = nullptr;
-  void* recv = nullptr;
-  std::size_t count = 0;
-  hm_dtype_t dtype = HM_UINT8;
-  hm_op_t op = HM_SUM;
-  int root = 0;
-};
+using holmes::CollectiveCall;
 
 class CommunicatorImpl : public std::enable_shared_from_this<CommunicatorImpl> {
  public:
@@ -75,6 +68,8 @@ class CommunicatorImpl : public std::enable_shared_from_this<CommunicatorImpl> {
     TierCosts measured;
     // Tier numbers the topology file (and shaping) give (topology_tier_costs).
     TierCosts declared;
+    // The settings it was configured with (a split's: its parent's).
+    Settings settings;
   };
 
   explicit CommunicatorImpl(Params params);
@@ -121,6 +116,9 @@ class CommunicatorImpl : public std::enable_shared_from_this<CommunicatorImpl> {
   Prediction query_algorithm(CollectiveKind kind, std::size_t count, hm_dtype_t dtype) const;
   // The cost model's numbers for the link to `peer` (nominal, HOLMES_COST_*, or measured).
   LinkCost link_cost(int peer) const;
+  // Every setting in effect and its source; the tiers the topology file gives numbers for, and
+  // no setting does, show those numbers (source: topology file).
+  std::string settings_dump() const;
 
  private:
   void validate(const CollectiveCall& call) const;
@@ -131,7 +129,6 @@ class CommunicatorImpl : public std::enable_shared_from_this<CommunicatorImpl> {
   // Every rank's string, through this communicator (two collectives).
   std::vector<std::string> allgather_strings(const std::string& mine);
   void execute(const CollectiveCall& call, std::uint64_t sequence, DeviceMemory* device);
-  void run(CollectiveContext& ctx, const CollectiveCall& call, Algorithm algorithm);
   // The hierarchy from the wiring's facts and the cost numbers (measured_ where it has them).
   Hierarchy make_hierarchy() const;
   // The init probe (HOLMES_COST_PROBE=1, link_probe.hpp): measures the tiers, then rebuilds the
@@ -157,6 +154,7 @@ class CommunicatorImpl : public std::enable_shared_from_this<CommunicatorImpl> {
   TierCosts measured_;  // HOLMES_COST_PROBE
   TierCosts declared_;  // the topology file
   Hierarchy hierarchy_;
+  Settings settings_;
   mutable std::mutex algorithm_mutex_;
   ForcedAlgorithms forced_;  // HOLMES_ALGO, then hm_comm_set_algorithm
 

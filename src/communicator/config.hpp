@@ -1,5 +1,6 @@
 // Everything a world communicator needs to start, resolved from (in order of precedence) the
-// caller's Config, the environment (bootstrap/launch_env.hpp) and the defaults. Errors name the
+// caller's Config (its fields, then its settings by name), the environment (the registered
+// variables and the launchers' own, core/setting_registry.hpp) and the defaults. Errors name the
 // setting that is missing or wrong and where it could come from.
 #pragma once
 
@@ -11,6 +12,7 @@
 #include <string>
 
 #include "core/env.hpp"
+#include "core/settings.hpp"
 
 namespace holmes::detail {
 
@@ -33,8 +35,20 @@ struct ResolvedConfig {
   std::string tcp_congestion;    // HOLMES_TCP_CONGESTION; checked by the tcp transport
   std::optional<std::string> local_addr;
   std::size_t chunk_bytes = kDefaultChunkBytes;
+  // Every setting in effect, with its source: the layers below take their slices from it.
+  Settings settings;
 };
 
+// The settings `config` runs with: the environment, overridden by the config's settings and
+// fields (source hm_config_t). Throws HM_ERR_INVALID_ARGUMENT for a config value of the wrong
+// type or range, naming it; values from the environment are checked when they are used.
+Settings configured_settings(const Config& config);
+
 ResolvedConfig resolve_config(const Config& config);
+
+// The settings that act on the whole process, applied when a communicator is configured: the
+// reduction kernels and the log level given through the config; checks HOLMES_REDUCE_ISA
+// either way. Throws naming a bad value.
+void apply_process_settings(const Settings& settings);
 
 }  // namespace holmes::detail

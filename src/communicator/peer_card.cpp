@@ -4,7 +4,6 @@
 
 #include <nlohmann/json.hpp>
 
-#include "core/env.hpp"
 #include "core/status.hpp"
 
 namespace holmes::detail {
@@ -61,12 +60,11 @@ PeerCard PeerCard::decode(std::string_view text, int rank) {
   }
 }
 
-std::optional<TransportKind> forced_transport_from_env() {
-  const auto text = env_string("HOLMES_TRANSPORT");
-  if (!text || *text == "auto") return std::nullopt;
-  auto kind = transport_from_name(*text);
-  require(kind.has_value(), "HOLMES_TRANSPORT is '{}': expected auto, tcp, shm, ucx or verbs",
-          *text);
+std::optional<TransportKind> forced_transport(const Settings& settings) {
+  const auto text = settings.text(Setting::kTransport);  // checked: one of the choices
+  if (text == "auto") return std::nullopt;
+  auto kind = transport_from_name(text);
+  if (!kind) fail(HM_ERR_INTERNAL, "HOLMES_TRANSPORT '{}' names no transport", text);
   return kind;
 }
 

@@ -8,6 +8,7 @@
 #include <string_view>
 #include <vector>
 
+#include "core/settings.hpp"
 #include "topology/locality.hpp"
 #include "transports/kinds.hpp"
 
@@ -29,7 +30,7 @@ struct PeerCard {
 
 // HOLMES_TRANSPORT: tcp, shm, ucx or verbs forces that transport to every peer; auto or unset
 // lets the communicator choose. Throws HM_ERR_INVALID_ARGUMENT for anything else.
-std::optional<TransportKind> forced_transport_from_env();
+std::optional<TransportKind> forced_transport(const Settings& settings);
 
 // The route between two ranks. Deterministic and symmetric: both ranks compute the same route
 // from the same two cards. Throws HM_ERR_MISMATCH when the ranks force different transports,

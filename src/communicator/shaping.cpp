@@ -4,7 +4,6 @@
 #include <cmath>
 #include <map>
 
-#include "core/env.hpp"
 #include "core/log.hpp"
 #include "core/status.hpp"
 #include "scheduler/job_topology.hpp"
@@ -20,16 +19,12 @@ int ranks_of_host(const std::vector<Locality>& localities, const std::string& ho
 
 }  // namespace
 
-ShapingMode shaping_mode_from_env() {
-  const auto value = env_string("HOLMES_SHAPING");
+ShapingMode shaping_mode(const Settings& settings) {
+  const auto value = settings.text_if_given(Setting::kShaping);  // checked: 1, 0, one-network
   if (!value) return ShapingMode::kAuto;
   if (*value == "1") return ShapingMode::kOn;
   if (*value == "0") return ShapingMode::kOff;
-  if (*value == "one-network") return ShapingMode::kOneNetwork;
-  fail(HM_ERR_INVALID_ARGUMENT,
-       "HOLMES_SHAPING must be 1 (shape links to other hosts), 0 (never) or one-network (every "
-       "link to another host at the inter-island rate), got '{}'",
-       *value);
+  return ShapingMode::kOneNetwork;
 }
 
 std::vector<std::optional<LinkShape>> link_shapes(const std::vector<Locality>& localities, int rank,
@@ -81,9 +76,8 @@ std::vector<std::optional<LinkShape>> link_shapes(const std::vector<Locality>& l
 }
 
 TopologyLinks topology_links(const std::vector<Locality>& localities, int rank,
-                             const std::optional<std::string>& topology_file,
+                             const std::optional<std::string>& topology_file, ShapingMode mode,
                              const std::vector<Locality>* job) {
-  const ShapingMode mode = shaping_mode_from_env();
   std::optional<topology::Topology> file;
   if (topology_file) file = topology::load_topology_file(*topology_file);
   TopologyLinks links;
@@ -112,8 +106,9 @@ TopologyLinks topology_links(const std::vector<Locality>& localities, int rank,
 
 std::vector<std::optional<LinkShape>> link_shapes(const std::vector<Locality>& localities, int rank,
                                                   const std::optional<std::string>& topology_file,
+                                                  ShapingMode mode,
                                                   const std::vector<Locality>* job) {
-  return topology_links(localities, rank, topology_file, job).shapes;
+  return topology_links(localities, rank, topology_file, mode, job).shapes;
 }
 
 TierCosts topology_tier_costs(const std::vector<Locality>& localities,

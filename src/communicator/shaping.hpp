@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "collectives/tuning.hpp"
+#include "core/settings.hpp"
 #include "topology/locality.hpp"
 #include "topology/topology.hpp"
 #include "transports/shaping/link_shaper.hpp"
@@ -36,8 +37,8 @@ namespace holmes::detail {
 // "one-network": kOneNetwork, shaped, but every link to another host is the inter-island one, as
 // a job on NCCL gets when its hosts do not share one RDMA fabric (the naive baseline of the demo).
 enum class ShapingMode { kAuto, kOn, kOff, kOneNetwork };
-// Throws HM_ERR_INVALID_ARGUMENT naming the variable for any other value.
-ShapingMode shaping_mode_from_env();
+// Throws HM_ERR_INVALID_ARGUMENT naming the setting for any other value.
+ShapingMode shaping_mode(const Settings& settings);
 
 // The shape of the link from `rank` to each peer (index = peer; nullopt: not shaped). `file`
 // may be null. `ranks_on_host`: the ranks sharing this rank's host's NICs; 0 counts them in
@@ -47,11 +48,12 @@ std::vector<std::optional<LinkShape>> link_shapes(const std::vector<Locality>& l
                                                   int ranks_on_host = 0);
 
 // As above for a communicator: the file loaded from `topology_file` (when shaping may apply),
-// the mode from HOLMES_SHAPING. `job` (when given: the parent communicator's localities) counts
+// in `mode` (HOLMES_SHAPING). `job` (when given: the parent communicator's localities) counts
 // the ranks sharing this host's NICs, which a split's members alone would undercount. Logs the
 // shaped links at info level.
 std::vector<std::optional<LinkShape>> link_shapes(const std::vector<Locality>& localities, int rank,
                                                   const std::optional<std::string>& topology_file,
+                                                  ShapingMode mode,
                                                   const std::vector<Locality>* job = nullptr);
 
 // What the cost model should hold for the island and inter-island tiers, from the same topology
@@ -64,14 +66,14 @@ std::vector<std::optional<LinkShape>> link_shapes(const std::vector<Locality>& l
 TierCosts topology_tier_costs(const std::vector<Locality>& localities,
                               const topology::Topology* file, ShapingMode mode);
 
-// Both for a communicator, from one reading of `topology_file` and of HOLMES_SHAPING: the shape
+// Both for a communicator, from one reading of `topology_file`, in `mode`: the shape
 // of each link (as link_shapes, logged) and the tier numbers (as topology_tier_costs).
 struct TopologyLinks {
   std::vector<std::optional<LinkShape>> shapes;
   TierCosts costs;
 };
 TopologyLinks topology_links(const std::vector<Locality>& localities, int rank,
-                             const std::optional<std::string>& topology_file,
+                             const std::optional<std::string>& topology_file, ShapingMode mode,
                              const std::vector<Locality>* job = nullptr);
 
 }  // namespace holmes::detail

@@ -5,10 +5,10 @@
 
 #include <nlohmann/json.hpp>
 
+#include "communicator/config.hpp"
 #include "communicator/peer_card.hpp"
-#include "core/env.hpp"
+#include "communicator/transport_setup.hpp"
 #include "core/log.hpp"
-#include "core/reduce_isa.hpp"
 #include "core/status.hpp"
 
 namespace holmes::detail {
@@ -46,8 +46,9 @@ std::string describe(const std::vector<Route>& routes, int rank, const Locality&
 }  // namespace
 
 std::unique_ptr<Router> wire(int rank, int size, const TransportOptions& options,
-                             const LocalitySource& locality, const GatherStrings& gather,
-                             const Deadline& deadline, WiringFacts* facts) {
+                             const Settings& settings, const LocalitySource& locality,
+                             const GatherStrings& gather, const Deadline& deadline,
+                             WiringFacts* facts) {
   const auto n = static_cast<std::size_t>(size);
   const auto me = static_cast<std::size_t>(rank);
   // Failures before the exchanges end are carried through them, so that every rank fails at
@@ -58,23 +59,24 @@ std::unique_ptr<Router> wire(int rank, int size, const TransportOptions& options
   PeerCard card;
   std::vector<std::unique_ptr<Transport>> transports(std::size(kAllTransportKinds));
   try {
+    // Settings used later, checked now: a bad value fails every rank at init, naming it.
+    settings.check();
     card.locality = locality();
-    // Settings used later, read now: a bad value fails every rank at init, naming it.
-    reduce_isa();
-    const auto model = CostModel::from_env();
-    const auto forced = ForcedAlgorithms::from_env();
+    apply_process_settings(settings);
+    const auto model = CostModel::from_settings(settings);
+    const auto forced = ForcedAlgorithms::from_settings(settings);
     if (facts != nullptr) {
       facts->cost_model = model;
       facts->forced = forced;
     }
-    card.forced = forced_transport_from_env();
+    card.forced = forced_transport(settings);
     card.addresses.resize(std::size(kAllTransportKinds));
     for (auto kind : kAllTransportKinds) {
       const bool wanted = kind == TransportKind::kTcp || !card.forced || *card.forced == kind;
-      if (wanted && transport_available(kind, nullptr)) card.available.push_back(kind);
+      if (wanted && transport_usable(kind, settings, nullptr)) card.available.push_back(kind);
     }
     auto& tcp = transports[static_cast<std::size_t>(TransportKind::kTcp)];
-    tcp = make_transport(TransportKind::kTcp, options);
+    tcp = create_transport(TransportKind::kTcp, options, settings);
     card.addresses[static_cast<std::size_t>(TransportKind::kTcp)] = tcp->listen_address();
   } catch (const Error& e) {
     local_error = e;
@@ -133,7 +135,9 @@ std::unique_ptr<Router> wire(int rank, int size, const TransportOptions& options
         if (p == me || row[p] == kNoRoute) continue;
         const auto kind = routes[p].kind;
         auto& t = transports[static_cast<std::size_t>(kind)];
-        if (!t) t = make_transport(kind, kind == TransportKind::kUcx ? ucx_options : options);
+        if (!t) {
+          t = create_transport(kind, kind == TransportKind::kUcx ? ucx_options : options, settings);
+        }
       }
       for (auto kind : kAllTransportKinds) {
         if (const auto& t = transports[static_cast<std::size_t>(kind)]) {
@@ -163,11 +167,14 @@ std::unique_ptr<Router> wire(int rank, int size, const TransportOptions& options
     }
   }
   second["tiers"] = tiers;
-  nlohmann::json settings = nlohmann::json::object();
-  for (const char* variable : kAgreedVariables) {
-    settings[variable] = env_string(variable).value_or("");
+  // The agreed settings as given ("" for the default: a value given equal to the default
+  // still counts, since a HOLMES_COST_* value that is given wins over the probe).
+  nlohmann::json agreed = nlohmann::json::object();
+  for (const auto& spec : all_settings()) {
+    if (spec.scope != SettingScope::kAgreed || spec.id == Setting::kTransport) continue;
+    agreed[std::string(spec.name)] = settings.value(spec.id).text.value_or("");
   }
-  second["settings"] = settings;
+  second["settings"] = agreed;
   const auto replies = gather(second.dump());
 
   // 4-5 may fail on one rank only (a connection refused, a timeout): that error, like one from
@@ -217,8 +224,8 @@ std::unique_ptr<Router> wire(int rank, int size, const TransportOptions& options
         }
         if (p != me) {
           const auto theirs = reply.value("settings", nlohmann::json::object());
-          for (const char* variable : kAgreedVariables) {
-            const std::string mine = settings.value(variable, "");
+          for (const auto& [variable, value] : agreed.items()) {
+            const std::string mine = value.get<std::string>();
             const std::string their_value = theirs.value(variable, "");
             if (mine != their_value) {
               fail(HM_ERR_MISMATCH,

@@ -19,6 +19,7 @@
 #include "collectives/algorithm.hpp"
 #include "collectives/tuning.hpp"
 #include "core/clock.hpp"
+#include "core/settings.hpp"
 #include "topology/locality.hpp"
 #include "transports/options.hpp"
 #include "transports/router.hpp"
@@ -45,25 +46,19 @@ struct WiringFacts {
   ForcedAlgorithms forced;
 };
 
-// The variables that steer the algorithm choice: every rank must have the same values, or init
-// fails with HM_ERR_MISMATCH naming the variable and the rank.
-inline constexpr const char* kAgreedVariables[] = {"HOLMES_ALGO",
-                                                   "HOLMES_COST_SHM",
-                                                   "HOLMES_COST_HOST_TCP",
-                                                   "HOLMES_COST_ISLAND_RDMA",
-                                                   "HOLMES_COST_ISLAND_TCP",
-                                                   "HOLMES_COST_INTER_ISLAND",
-                                                   "HOLMES_COST_REDUCE_GBPS",
-                                                   "HOLMES_COST_PROBE",
-                                                   "HOLMES_CHUNK_BYTES"};
+// The settings of scope kAgreed steer the algorithm choice: every rank must have the same
+// values, or init fails with HM_ERR_MISMATCH naming the setting and the rank. (HOLMES_TRANSPORT,
+// agreed too, is compared per link by the peer cards, which name the link.)
 
 // Where this rank sits, asked for inside wiring so that a failure (a malformed topology file)
 // travels through the exchanges and fails every rank at once.
 using LocalitySource = std::function<Locality()>;
 
-// `facts`, when given, receives what the ranks agreed on.
+// `facts`, when given, receives what the ranks agreed on. Every transport is configured from
+// `settings` (transport_setup.hpp), which are checked first: a bad value fails every rank.
 std::unique_ptr<Router> wire(int rank, int size, const TransportOptions& options,
-                             const LocalitySource& locality, const GatherStrings& gather,
-                             const Deadline& deadline, WiringFacts* facts = nullptr);
+                             const Settings& settings, const LocalitySource& locality,
+                             const GatherStrings& gather, const Deadline& deadline,
+                             WiringFacts* facts = nullptr);
 
 }  // namespace holmes::detail

@@ -4,7 +4,7 @@
 
 #include <memory>
 
-#include "core/env.hpp"
+#include "core/settings.hpp"
 
 namespace holmes {
 namespace {
@@ -14,8 +14,11 @@ std::shared_ptr<spdlog::logger> make_logger() {
   auto log = std::make_shared<spdlog::logger>("holmes", sink);
   log->set_pattern("[%H:%M:%S.%e holmes %P %^%l%$] %v");
   auto level = spdlog::level::warn;
-  if (auto text = env_string("HOLMES_LOG_LEVEL")) {
-    level = spdlog::level::from_str(*text);  // unknown names give "off"
+  // The environment's HOLMES_LOG_LEVEL (a communicator's config may change it later). Read
+  // without checking: the logger exists before any communicator, and must not throw; unknown
+  // names give "off" here and fail when a communicator is configured.
+  if (const auto& text = process_settings().value(Setting::kLogLevel).text) {
+    level = spdlog::level::from_str(*text);
   }
   log->set_level(level);
   log->flush_on(spdlog::level::warn);

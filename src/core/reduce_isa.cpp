@@ -1,10 +1,11 @@
 #include "core/reduce_isa.hpp"
 
+#include <atomic>
 #include <string>
 
-#include "core/env.hpp"
 #include "core/log.hpp"
 #include "core/reduce_avx2.hpp"
+#include "core/settings.hpp"
 #include "core/status.hpp"
 
 #if HOLMES_HAVE_AVX2_KERNELS
@@ -66,17 +67,39 @@ ReduceIsa choose_reduce_isa(std::optional<std::string_view> setting, bool avx2_s
        std::string(*setting));
 }
 
+namespace {
+
+// The process's choice: decided from the environment on first use, or set through a
+// communicator's config (use_reduce_isa). Process-wide runtime state.
+std::atomic<int>& chosen_isa() {
+  static std::atomic<int> chosen{-1};
+  return chosen;
+}
+
+}  // namespace
+
 ReduceIsa reduce_isa() {
-  // Process-wide and immutable once decided; a throwing first call leaves it undecided.
-  static const ReduceIsa chosen = [] {
-    const std::optional<std::string> setting = env_string("HOLMES_REDUCE_ISA");
-    const ReduceIsa isa =
-        choose_reduce_isa(setting ? std::optional<std::string_view>(*setting) : std::nullopt,
-                          reduce_isa_supported(ReduceIsa::kAvx2));
+  auto& chosen = chosen_isa();
+  const int known = chosen.load(std::memory_order_acquire);
+  if (known >= 0) return static_cast<ReduceIsa>(known);
+  // A throwing call leaves it undecided.
+  const auto& setting = process_settings().value(Setting::kReduceIsa).text;
+  const ReduceIsa isa =
+      choose_reduce_isa(setting ? std::optional<std::string_view>(*setting) : std::nullopt,
+                        reduce_isa_supported(ReduceIsa::kAvx2));
+  int expected = -1;
+  if (chosen.compare_exchange_strong(expected, static_cast<int>(isa), std::memory_order_acq_rel)) {
     HM_LOG_DEBUG("reduction kernels: {}", reduce_isa_name(isa));
     return isa;
-  }();
-  return chosen;
+  }
+  return static_cast<ReduceIsa>(expected);
+}
+
+void use_reduce_isa(ReduceIsa isa) {
+  if (chosen_isa().exchange(static_cast<int>(isa), std::memory_order_acq_rel) !=
+      static_cast<int>(isa)) {
+    HM_LOG_DEBUG("reduction kernels: {} (set through the config)", reduce_isa_name(isa));
+  }
 }
 
 const char* reduce_isa_name() { return reduce_isa_name(reduce_isa()); }

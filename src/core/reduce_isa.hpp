@@ -2,7 +2,8 @@
 // the same results as the portable kernels (which the CUDA kernels also reproduce), so the
 // choice changes speed only.
 //
-// HOLMES_REDUCE_ISA selects it, read once per process:
+// HOLMES_REDUCE_ISA selects it, from the environment once per process, or through a
+// communicator's config (hm_config_set), which then holds for the whole process:
 //   auto      (default) the fastest one this CPU supports: avx2 when it has AVX2 and F16C
 //   portable  plain C++, compiled for the baseline target
 //   avx2      AVX2 + F16C kernels; an error (HM_ERR_UNSUPPORTED) on a CPU without them
@@ -29,6 +30,10 @@ ReduceIsa choose_reduce_isa(std::optional<std::string_view> setting, bool avx2_s
 // The process's choice: HOLMES_REDUCE_ISA and the CPU, decided on the first call. Throws as
 // choose_reduce_isa() does (on every call, while the variable stays bad).
 ReduceIsa reduce_isa();
+
+// Makes `isa` the process's choice from now on (a communicator configured with
+// HOLMES_REDUCE_ISA); `isa` must be supported (choose_reduce_isa checks it).
+void use_reduce_isa(ReduceIsa isa);
 
 // reduce_isa_name(reduce_isa()), for logs and benchmarks.
 const char* reduce_isa_name();

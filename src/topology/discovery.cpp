@@ -16,7 +16,6 @@
 #include <fstream>
 #include <memory>
 
-#include "core/env.hpp"
 #include "topology/locality.hpp"
 
 namespace holmes {
@@ -112,7 +111,6 @@ std::string class_for(Fabric fabric, double gbit_per_s, std::map<std::string, Li
 
 std::string host_name(const DiscoveryOptions& options) {
   if (!options.host_name.empty()) return options.host_name;
-  if (auto env = env_string("HOLMES_HOST")) return *env;
   char name[256] = {0};
   ::gethostname(name, sizeof(name) - 1);
   return name;

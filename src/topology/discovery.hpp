@@ -45,7 +45,7 @@ double parse_rdma_rate(const std::string& text);
 struct DiscoveryOptions {
   std::string sysfs_root = "/sys";
   std::string procfs_root = "/proc";
-  std::string host_name;  // empty: HOLMES_HOST, else the hostname
+  std::string host_name;  // empty: the hostname (holmes-topo passes HOLMES_HOST here)
   // hwloc and getifaddrs see the real system only: by default they run when sysfs_root is
   // "/sys", never for a fake tree.
   std::optional<bool> use_hwloc;

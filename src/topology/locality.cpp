@@ -5,7 +5,6 @@
 #include <filesystem>
 #include <fstream>
 
-#include "core/env.hpp"
 #include "core/status.hpp"
 
 namespace holmes {
@@ -32,21 +31,29 @@ std::string machine_id() {
 
 // discover_fabric lives in discovery.cpp, next to the rest of the sysfs reading.
 
-Locality local_locality() {
+LocalOverrides LocalOverrides::from_settings(const Settings& settings) {
+  LocalOverrides out;
+  out.host = settings.text_if_given(Setting::kHost);
+  out.island = settings.text_if_given(Setting::kIsland);
+  out.fabric = settings.text_if_given(Setting::kFabric);  // checked: ib, roce or ethernet
+  return out;
+}
+
+Locality local_locality(const LocalOverrides& overrides) {
   Locality out;
-  out.host = env_string("HOLMES_HOST").value_or(machine_id());
-  const auto fabric_env = env_string("HOLMES_FABRIC");
+  out.host = overrides.host.value_or(machine_id());
+  const auto& fabric = overrides.fabric;
   DiscoveredFabric discovered;
-  if (fabric_env) {
-    require(*fabric_env == "ib" || *fabric_env == "roce" || *fabric_env == "ethernet",
-            "HOLMES_FABRIC is '{}': expected ib, roce or ethernet", *fabric_env);
-    discovered.fabric = *fabric_env;
+  if (fabric) {
+    require(*fabric == "ib" || *fabric == "roce" || *fabric == "ethernet",
+            "HOLMES_FABRIC is '{}': expected ib, roce or ethernet", *fabric);
+    discovered.fabric = *fabric;
   } else {
     discovered = discover_fabric();
   }
   out.fabric = discovered.fabric;
-  if (auto island = env_string("HOLMES_ISLAND")) {
-    out.island = *island;
+  if (overrides.island) {
+    out.island = *overrides.island;
   } else if (out.rdma()) {
     out.island = out.fabric + ":" + discovered.subnet;
   } else {

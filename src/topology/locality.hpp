@@ -1,8 +1,9 @@
 // Where a rank sits: its host, its island (the hosts that share one RDMA fabric) and that
 // fabric. The communicator compares two ranks' localities to pick the transport between them.
 //
-// Each field comes from the environment when set (HOLMES_HOST, HOLMES_ISLAND, HOLMES_FABRIC:
-// how ranks in network namespaces describe an emulated cluster), else from discovery:
+// Each field comes from the rank's overrides when given (the settings HOLMES_HOST, HOLMES_ISLAND,
+// HOLMES_FABRIC: how ranks in network namespaces describe an emulated cluster), else from
+// discovery:
 //   host    the machine's hostname plus its boot id, so ranks of one OS instance agree and two
 //           machines with the same hostname do not
 //   fabric  "ib" or "roce" when an RDMA port is active (/sys/class/infiniband), else "ethernet"
@@ -11,7 +12,10 @@
 // The topology file and probes of issue 5 refine this; the fields and their meaning stay.
 #pragma once
 
+#include <optional>
 #include <string>
+
+#include "core/settings.hpp"
 
 namespace holmes {
 
@@ -23,8 +27,18 @@ struct Locality {
   bool rdma() const { return fabric == "ib" || fabric == "roce"; }
 };
 
-// This process's locality. Throws HM_ERR_INVALID_ARGUMENT for an unknown HOLMES_FABRIC.
-Locality local_locality();
+// What a rank states about where it sits; empty fields change nothing.
+struct LocalOverrides {
+  std::optional<std::string> host;    // HOLMES_HOST
+  std::optional<std::string> island;  // HOLMES_ISLAND
+  std::optional<std::string> fabric;  // HOLMES_FABRIC: ib, roce or ethernet
+
+  // The three settings; an unknown HOLMES_FABRIC is HM_ERR_INVALID_ARGUMENT naming it.
+  static LocalOverrides from_settings(const Settings& settings);
+};
+
+// This process's locality. Throws HM_ERR_INVALID_ARGUMENT for an unknown fabric.
+Locality local_locality(const LocalOverrides& overrides);
 
 // Discovery only (no environment), from a sysfs root (tests pass a fake tree).
 struct DiscoveredFabric {

@@ -8,7 +8,6 @@
 #include <cctype>
 #include <cmath>
 
-#include "core/env.hpp"
 #include "core/status.hpp"
 #include "topology/topology_file.hpp"
 
@@ -227,19 +226,6 @@ std::string Conflict::message() const {
       host, field, file_value, discovered_value);
 }
 
-LocalOverrides LocalOverrides::from_env() {
-  LocalOverrides out;
-  out.host = env_string("HOLMES_HOST");
-  out.island = env_string("HOLMES_ISLAND");
-  out.fabric = env_string("HOLMES_FABRIC");
-  if (out.fabric) {
-    Fabric parsed{};
-    require(parse_fabric(*out.fabric, &parsed) && parsed != Fabric::kNvlink,
-            "HOLMES_FABRIC is '{}': expected ib, roce or ethernet", *out.fabric);
-  }
-  return out;
-}
-
 MergeResult merge_discovery(const Topology& file, const Discovery& discovered,
                             const LocalOverrides& overrides) {
   return Merger(file, discovered, overrides).run();
@@ -253,10 +239,10 @@ Locality locality_in_topology(const Topology& topology, const std::string& host)
   return Locality{found->name, island.name, fabric_name(island.fabric)};
 }
 
-Locality rank_locality(const std::optional<std::string>& topology_file, std::string* note) {
-  if (!topology_file) return local_locality();
+Locality rank_locality(const std::optional<std::string>& topology_file,
+                       const LocalOverrides& overrides, std::string* note) {
+  if (!topology_file) return local_locality(overrides);
   const Topology file = load_topology_file(*topology_file);
-  const LocalOverrides overrides = LocalOverrides::from_env();
   std::string host = overrides.host.value_or("");
   if (host.empty()) {
     char name[256] = {0};
@@ -266,7 +252,7 @@ Locality rank_locality(const std::optional<std::string>& topology_file, std::str
   if (file.find_host(host) == nullptr) {
     if (note)
       *note = fmt::format("host '{}' is not in {}: placed by discovery", host, *topology_file);
-    return local_locality();
+    return local_locality(overrides);
   }
   Locality out = locality_in_topology(file, host);
   if (overrides.island) out.island = *overrides.island;

@@ -30,15 +30,8 @@ struct Conflict {
   std::string message() const;
 };
 
-// The overrides for this host; empty fields change nothing.
-struct LocalOverrides {
-  std::optional<std::string> host;    // HOLMES_HOST
-  std::optional<std::string> island;  // HOLMES_ISLAND
-  std::optional<std::string> fabric;  // HOLMES_FABRIC: ib, roce or ethernet
-
-  // Reads the three variables; an unknown HOLMES_FABRIC is HM_ERR_INVALID_ARGUMENT.
-  static LocalOverrides from_env();
-};
+// The overrides for this host (topology/locality.hpp); empty fields change nothing.
+using holmes::LocalOverrides;
 
 struct MergeResult {
   Topology topology;                   // validated
@@ -60,11 +53,11 @@ MergeResult merge_discovery(const Topology& file, const Discovery& discovered,
 Locality locality_in_topology(const Topology& topology, const std::string& host);
 
 // This rank's locality in a job started with a topology file (HOLMES_TOPOLOGY), or without one
-// (nullopt): a host the file lists (by HOLMES_HOST, else the hostname) takes its island and
-// fabric from the file, and HOLMES_ISLAND / HOLMES_FABRIC still override them; a host the file
+// (nullopt): a host the file lists (by overrides.host, else the hostname) takes its island and
+// fabric from the file, and overrides.island / fabric still override them; a host the file
 // lacks, or no file, is placed by discovery and the environment (local_locality). `note`, when
 // given, says which happened. A malformed file is HM_ERR_INVALID_ARGUMENT with line:column.
 Locality rank_locality(const std::optional<std::string>& topology_file,
-                       std::string* note = nullptr);
+                       const LocalOverrides& overrides, std::string* note = nullptr);
 
 }  // namespace holmes::topology

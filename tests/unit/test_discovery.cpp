@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "core/settings.hpp"
 #include "core/status.hpp"
 #include "topology/discovery.hpp"
 #include "topology/locality.hpp"
@@ -432,14 +433,14 @@ TEST(Merge, OverridesFromTheEnvironment) {
   ::setenv("HOLMES_HOST", "h", 1);
   ::setenv("HOLMES_ISLAND", "i", 1);
   ::setenv("HOLMES_FABRIC", "ethernet", 1);
-  const LocalOverrides env = LocalOverrides::from_env();
+  const LocalOverrides env = LocalOverrides::from_settings(Settings::from_environment());
   EXPECT_EQ(env.host, "h");
   EXPECT_EQ(env.island, "i");
   EXPECT_EQ(env.fabric, "ethernet");
   ::setenv("HOLMES_FABRIC", "nvlink", 1);
-  EXPECT_THROW(LocalOverrides::from_env(), Error);
+  EXPECT_THROW(LocalOverrides::from_settings(Settings::from_environment()), Error);
   for (const char* v : {"HOLMES_HOST", "HOLMES_ISLAND", "HOLMES_FABRIC"}) ::unsetenv(v);
-  const LocalOverrides none = LocalOverrides::from_env();
+  const LocalOverrides none = LocalOverrides::from_settings(Settings::from_environment());
   EXPECT_FALSE(none.host || none.island || none.fabric);
 }
 

@@ -11,6 +11,7 @@
 
 #include "collectives/link_probe.hpp"
 #include "collectives/tuning.hpp"
+#include "core/settings.hpp"
 #include "core/status.hpp"
 
 namespace holmes {
@@ -144,12 +145,12 @@ TEST(AgreeMeasurements, HostileValuesAreIgnoredNotTrusted) {
 
 TEST(CostModel, ProbeSwitchAndWhichNumbersTheEnvironmentSet) {
   unsetenv("HOLMES_COST_PROBE");
-  EXPECT_FALSE(CostModel::from_env().probe);
-  EXPECT_EQ(CostModel::from_env().set_by_env, 0u);
+  EXPECT_FALSE(CostModel::from_settings(Settings::from_environment()).probe);
+  EXPECT_EQ(CostModel::from_settings(Settings::from_environment()).set_by_env, 0u);
   setenv("HOLMES_COST_PROBE", "1", 1);
   setenv("HOLMES_COST_SHM", "3,9", 1);
   setenv("HOLMES_COST_REDUCE_GBPS", "5", 1);
-  const auto m = CostModel::from_env();
+  const auto m = CostModel::from_settings(Settings::from_environment());
   EXPECT_TRUE(m.probe);
   EXPECT_EQ(m.set_by_env, CostModel::kSetShm | CostModel::kSetReduce);
   unsetenv("HOLMES_COST_SHM");
@@ -157,7 +158,7 @@ TEST(CostModel, ProbeSwitchAndWhichNumbersTheEnvironmentSet) {
   for (const char* bad : {"yes", "2", "-1"}) {
     setenv("HOLMES_COST_PROBE", bad, 1);
     try {
-      CostModel::from_env();
+      CostModel::from_settings(Settings::from_environment());
       ADD_FAILURE() << "accepted HOLMES_COST_PROBE=" << bad;
     } catch (const Error& e) {
       EXPECT_EQ(e.status(), HM_ERR_INVALID_ARGUMENT);

@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "core/settings.hpp"
 #include "core/status.hpp"
 #include "topology/locality.hpp"
 
@@ -71,7 +72,7 @@ TEST_F(LocalityEnv, EnvironmentOverridesDiscovery) {
   ::setenv("HOLMES_HOST", "node-7", 1);
   ::setenv("HOLMES_ISLAND", "roce-east", 1);
   ::setenv("HOLMES_FABRIC", "roce", 1);
-  const auto l = local_locality();
+  const auto l = local_locality(LocalOverrides::from_settings(Settings::from_environment()));
   EXPECT_EQ(l.host, "node-7");
   EXPECT_EQ(l.island, "roce-east");
   EXPECT_EQ(l.fabric, "roce");
@@ -81,14 +82,14 @@ TEST_F(LocalityEnv, EnvironmentOverridesDiscovery) {
 TEST_F(LocalityEnv, EthernetHostIsItsOwnIsland) {
   ::setenv("HOLMES_HOST", "node-3", 1);
   ::setenv("HOLMES_FABRIC", "ethernet", 1);
-  const auto l = local_locality();
+  const auto l = local_locality(LocalOverrides::from_settings(Settings::from_environment()));
   EXPECT_EQ(l.island, "node-3");
   EXPECT_FALSE(l.rdma());
 }
 
 TEST_F(LocalityEnv, DefaultHostIsStableAndNonEmpty) {
-  const auto a = local_locality();
-  const auto b = local_locality();
+  const auto a = local_locality(LocalOverrides::from_settings(Settings::from_environment()));
+  const auto b = local_locality(LocalOverrides::from_settings(Settings::from_environment()));
   EXPECT_FALSE(a.host.empty());
   EXPECT_EQ(a.host, b.host);
 }
@@ -96,7 +97,7 @@ TEST_F(LocalityEnv, DefaultHostIsStableAndNonEmpty) {
 TEST_F(LocalityEnv, UnknownFabricIsRefused) {
   ::setenv("HOLMES_FABRIC", "carrier-pigeon", 1);
   try {
-    local_locality();
+    local_locality(LocalOverrides::from_settings(Settings::from_environment()));
     ADD_FAILURE() << "accepted";
   } catch (const Error& e) {
     EXPECT_EQ(e.status(), HM_ERR_INVALID_ARGUMENT);

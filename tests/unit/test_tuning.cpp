@@ -10,6 +10,7 @@
 
 #include "collectives/algorithm.hpp"
 #include "collectives/tuning.hpp"
+#include "core/settings.hpp"
 #include "core/status.hpp"
 
 namespace holmes {
@@ -226,13 +227,13 @@ TEST(ForcedAlgorithms, BadTextIsRefusedNamingWhatIsWrong) {
 
 TEST(CostModel, EnvironmentOverridesAndRejectsNonsense) {
   setenv("HOLMES_COST_INTER_ISLAND", "250,0.5", 1);
-  const auto m = CostModel::from_env();
+  const auto m = CostModel::from_settings(Settings::from_environment());
   EXPECT_DOUBLE_EQ(m.inter_island.latency_us, 250);
   EXPECT_DOUBLE_EQ(m.inter_island.gbytes_per_s, 0.5);
   for (const char* bad : {"fast", "10", "10,0", "-1,2", "10,2x", "nan,1"}) {
     setenv("HOLMES_COST_INTER_ISLAND", bad, 1);
     try {
-      CostModel::from_env();
+      CostModel::from_settings(Settings::from_environment());
       ADD_FAILURE() << "accepted " << bad;
     } catch (const Error& e) {
       EXPECT_EQ(e.status(), HM_ERR_INVALID_ARGUMENT);

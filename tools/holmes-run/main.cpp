@@ -1,6 +1,7 @@
 // holmes-run: start a Holmes job of N local ranks.
 //
 //   holmes-run -n N [--topology FILE] [--token T] [--timeout S] [--torch] -- PROGRAM ARGS...
+//   holmes-run --print-settings [--markdown]
 //
 // Serves the rendezvous store itself, starts N copies of PROGRAM with HOLMES_RANK,
 // HOLMES_WORLD_SIZE, HOLMES_LOCAL_RANK, HOLMES_STORE, HOLMES_TOKEN (a random one unless given),
@@ -11,6 +12,11 @@
 // (RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT: a free port for
 // torch's own store, which rank 0 serves), so torch.distributed scripts start as under torchrun
 // (Debian's torchrun fails under Python 3.11).
+//
+// --print-settings lists every setting its ranks would start with from this environment (and
+// --topology): value and source; holmes-run itself gives each rank HOLMES_RANK,
+// HOLMES_WORLD_SIZE, HOLMES_LOCAL_RANK, HOLMES_STORE, HOLMES_TOKEN and HOLMES_STORE_SERVE=0.
+// With --markdown it prints the registry as the README's table instead.
 #include <fmt/format.h>
 #include <CLI/CLI.hpp>
 
@@ -33,6 +39,7 @@
 
 #include "bootstrap/auth.hpp"
 #include "bootstrap/store_server.hpp"
+#include "core/settings.hpp"
 #include "core/status.hpp"
 
 extern char** environ;
@@ -127,6 +134,26 @@ void signal_all(std::vector<Rank>& ranks, int sig) {
   }
 }
 
+int print_settings_and_exit(bool markdown, const std::string& topology) {
+  if (markdown) {
+    fmt::print("{}", holmes::Settings::markdown_table());
+    return 0;
+  }
+  try {
+    holmes::Settings settings = holmes::Settings::from_environment();
+    if (!topology.empty()) {
+      settings.set(holmes::Setting::kTopology, topology, holmes::SettingSource::kEnvironment,
+                   "holmes-run --topology");
+    }
+    fmt::print("{}", settings.dump());
+    settings.check();
+  } catch (const holmes::Error& e) {
+    fmt::print(stderr, "holmes-run: {}\n", e.what());
+    return 1;
+  }
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -138,7 +165,9 @@ int main(int argc, char** argv) {
   double grace_s = 5;
   std::string host = "127.0.0.1";
   std::vector<std::string> command;
-  app.add_option("-n,--np", nranks, "number of ranks")->required()->check(CLI::Range(1, 4096));
+  bool print_settings = false;
+  bool markdown = false;
+  app.add_option("-n,--np", nranks, "number of ranks")->check(CLI::Range(1, 4096));
   app.add_option("--topology", topology, "topology file (sets HOLMES_TOPOLOGY)")
       ->check(CLI::ExistingFile);
   app.add_option("--token", token, "job token (default: a fresh random one)");
@@ -149,9 +178,18 @@ int main(int argc, char** argv) {
   app.add_flag("--torch", torch_env,
                "also set torchrun's RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR "
                "and MASTER_PORT (a free port)");
-  app.add_option("command", command, "program and its arguments (after --)")->required();
+  app.add_option("command", command, "program and its arguments (after --)");
+  app.add_flag("--print-settings", print_settings,
+               "print every setting the ranks would start with, its value and source, and exit");
+  app.add_flag("--markdown", markdown,
+               "with --print-settings: the settings registry as a Markdown table (the README's)");
   app.prefix_command(false);
   CLI11_PARSE(app, argc, argv);
+  if (print_settings) return print_settings_and_exit(markdown, topology);
+  if (nranks < 1 || command.empty()) {
+    fmt::print(stderr, "holmes-run: -n N and a program (after --) are required\n{}", app.help());
+    return 2;
+  }
 
   if (token.empty()) token = random_token();
   // Block the signals we handle so that they arrive through the signalfd only. This comes

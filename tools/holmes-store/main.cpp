@@ -7,9 +7,8 @@
 
 #include <signal.h>
 
-#include <cstdlib>
-
 #include "bootstrap/store_server.hpp"
+#include "core/settings.hpp"
 #include "core/status.hpp"
 
 int main(int argc, char** argv) {
@@ -17,7 +16,7 @@ int main(int argc, char** argv) {
   std::string host = "0.0.0.0";
   int port = 29500;
   std::string token;
-  if (const char* env = std::getenv("HOLMES_TOKEN")) token = env;
+  token = holmes::process_settings().text_if_given(holmes::Setting::kToken).value_or("");
   app.add_option("--host", host, "address to listen on");
   app.add_option("--port", port, "port to listen on (0: any free port)")
       ->check(CLI::Range(0, 65535));

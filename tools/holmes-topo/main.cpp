@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "core/settings.hpp"
 #include "core/status.hpp"
 #include "topology/discovery.hpp"
 #include "topology/merge.hpp"
@@ -222,6 +223,10 @@ int run(int argc, char** argv) {
       ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
 
+  // HOLMES_HOST, HOLMES_ISLAND and HOLMES_FABRIC place this host, as they place a rank.
+  const auto overrides =
+      holmes::LocalOverrides::from_settings(holmes::Settings::from_environment());
+  if (options.host_name.empty()) options.host_name = overrides.host.value_or("");
   const Discovery discovered = holmes::topology::discover_host(options);
   if (file.empty()) {
     if (as_json) {
@@ -232,8 +237,7 @@ int run(int argc, char** argv) {
     return 0;
   }
   const Topology topology = holmes::topology::load_topology_file(file);
-  const MergeResult merged = holmes::topology::merge_discovery(
-      topology, discovered, holmes::topology::LocalOverrides::from_env());
+  const MergeResult merged = holmes::topology::merge_discovery(topology, discovered, overrides);
   if (as_json) {
     json conflicts = json::array();
     for (const auto& c : merged.conflicts) {

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "communicator/shaping.hpp"
+#include "core/settings.hpp"
 #include "core/status.hpp"
 #include "topology/topology_file.hpp"
 
@@ -34,6 +35,9 @@ std::vector<Locality> two_islands_job() {
 double per_rank(double gbit_per_s, int nics, double scale) {
   return gbit_per_s * 1e9 / 8 * nics / scale / 2;
 }
+
+// The mode HOLMES_SHAPING gives, as a communicator reads it.
+ShapingMode mode() { return shaping_mode(Settings::from_environment()); }
 
 // Scoped HOLMES_SHAPING.
 class ShapingVariable {
@@ -134,19 +138,19 @@ TEST(LinkShapesTest, WithoutAFileOnlyWhenForcedWithNominalClasses) {
 TEST(LinkShapesTest, TheModeComesFromHolmesShaping) {
   {
     ShapingVariable v(nullptr);
-    EXPECT_EQ(shaping_mode_from_env(), ShapingMode::kAuto);
+    EXPECT_EQ(shaping_mode(Settings::from_environment()), ShapingMode::kAuto);
   }
   {
     ShapingVariable v("1");
-    EXPECT_EQ(shaping_mode_from_env(), ShapingMode::kOn);
+    EXPECT_EQ(shaping_mode(Settings::from_environment()), ShapingMode::kOn);
   }
   {
     ShapingVariable v("0");
-    EXPECT_EQ(shaping_mode_from_env(), ShapingMode::kOff);
+    EXPECT_EQ(shaping_mode(Settings::from_environment()), ShapingMode::kOff);
   }
   ShapingVariable v("yes");
   try {
-    shaping_mode_from_env();
+    shaping_mode(Settings::from_environment());
     ADD_FAILURE() << "HOLMES_SHAPING=yes was accepted";
   } catch (const Error& e) {
     EXPECT_EQ(e.status(), HM_ERR_INVALID_ARGUMENT);
@@ -161,18 +165,21 @@ TEST(LinkShapesTest, ACommunicatorLoadsTheFileAndCountsTheJobsRanksOnItsHost) {
   // A split of one rank per host (ranks 0, 2, 4, 6 of the job): the host's NICs are still
   // shared by the job's 2 ranks on it.
   const std::vector<Locality> members = {job[0], job[2], job[4], job[6]};
-  const auto shapes = link_shapes(members, 0, std::optional<std::string>(kTwoIslands), &job);
+  const auto shapes =
+      link_shapes(members, 0, std::optional<std::string>(kTwoIslands), mode(), &job);
   ASSERT_EQ(shapes.size(), 4u);
   EXPECT_FALSE(shapes[0]);
   expect_shape(shapes[1], per_rank(200, 2, 100), 2, "ib-hdr", 1);
   expect_shape(shapes[2], per_rank(25, 1, 100), 30, "eth-25", 2);
   // Without the job, the members alone count one rank per host.
-  const auto alone = link_shapes(members, 0, std::optional<std::string>(kTwoIslands));
+  const auto alone = link_shapes(members, 0, std::optional<std::string>(kTwoIslands), mode());
   expect_shape(alone[1], per_rank(200, 2, 100) * 2, 2, "ib-hdr", 1);
   // No file: nothing unless forced.
-  for (const auto& s : link_shapes(members, 0, std::optional<std::string>())) EXPECT_FALSE(s);
+  for (const auto& s : link_shapes(members, 0, std::optional<std::string>(), mode()))
+    EXPECT_FALSE(s);
   ShapingVariable off("0");
-  for (const auto& s : link_shapes(members, 0, std::optional<std::string>(kTwoIslands), &job)) {
+  for (const auto& s :
+       link_shapes(members, 0, std::optional<std::string>(kTwoIslands), mode(), &job)) {
     EXPECT_FALSE(s);
   }
 }

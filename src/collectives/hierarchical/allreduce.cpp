@@ -1,0 +1,170 @@
+// Hierarchical allreduce: descends the levels host -> island -> world: at each level, a ring
+// reduce-scatter inside each group (host, then island) into M shards (M = size of the smallest
+// group; in a larger group the ranks past M own no shard), shard k carried one level down by the
+// k-th rank of every group, and at the bottom the lanes allreduce across islands (ring or
+// recursive doubling, by the cost model); then ring allgathers back up. Shared memory takes the
+// host level, the island's fabric the island level, and each slow uplink 1/M of the data. Large
+// messages go in segments whose levels overlap (segments.hpp). Each element is reduced in a
+// fixed order and results are copied out from the one rank that reduced them: identical bits on
+// every rank.
+#include <optional>
+
+#include "collectives/algorithms.hpp"
+#include "collectives/hierarchical/segments.hpp"
+#include "collectives/pipeline.hpp"
+#include "core/dtype.hpp"
+
+namespace holmes {
+namespace {
+
+using namespace hier;
+
+// Levels of the hierarchy an allreduce descends: hosts, then islands; below the last, the ranks
+// left (one per island) allreduce flat over the slow tier.
+constexpr int kLevels = 2;
+
+// Phases one descent uses (two per level and the flat allreduce at the bottom).
+constexpr std::uint64_t kPhasesPerDescent = 2 * kLevels + 1;
+// Every segment's phases fit in the collective tag (63 phase numbers, context.cpp).
+static_assert(kFirst + kPhasesPerDescent * kMaxHierarchicalSegments - 1 <= 63);
+
+// The phases' names in the debug timeline: 2 per level (scatter, gather), then the lanes.
+constexpr std::uint64_t kLanesPhase = 2 * kLevels;
+const char* phase_name(std::uint64_t phase) {
+  switch (phase) {
+    case 0:
+      return "host reduce-scatter";
+    case 1:
+      return "host allgather";
+    case 2:
+      return "island reduce-scatter";
+    case 3:
+      return "island allgather";
+    default:
+      return "lanes' allreduce across islands";
+  }
+}
+static_assert(kLevels == 2, "phase_name names two levels");
+
+// Allreduce over `ranks` (communicator ranks, this rank among them) from `level` down: inside
+// each group of this level (a host, an island) a ring reduce-scatter into M shards (M = size of
+// the smallest group), shard p allreduced by the ranks at position p of every group one level
+// down, then a ring allgather inside the group. Only the last level's traffic crosses the slow
+// tier, 1/M of the data per lane and every lane on its own uplink. Phases are numbered by level
+// from `first_phase`, the same on every rank.
+void descend(const CollectiveContext& top, const Hierarchy& h, const CostModel& model,
+             const std::vector<int>& ranks, int level, const std::byte* in, std::byte* out,
+             std::size_t count, hm_dtype_t dtype, hm_op_t op, std::uint64_t first_phase,
+             ScratchSpace* scratch, const SegmentTurn& turn) {
+  const std::size_t es = dtype_size(dtype);
+  auto view = [&](std::vector<int> members, std::uint64_t phase) {
+    return scratch != nullptr ? top.view(std::move(members), first_phase + phase, *scratch)
+                              : top.view(std::move(members), first_phase + phase);
+  };
+  if (level == kLevels || ranks.size() == 1) {
+    auto flat = view(ranks, 2 * kLevels);
+    const auto inner = choose_lane_allreduce(model, static_cast<int>(ranks.size()),
+                                             static_cast<double>(count * es), h.other_island);
+    turn.run(2 * kLevels, [&] {
+      if (inner == Algorithm::kRecursiveDoubling) {
+        recursive_doubling_allreduce(flat, in, out, count, dtype, op, top.size());
+      } else {
+        ring_allreduce(flat, in, out, count, dtype, op, top.size());
+      }
+    });
+    return;
+  }
+  const std::vector<int>& key = level == 0 ? h.host : h.island;
+  // Groups in order of their first rank in `ranks`.
+  std::vector<std::vector<int>> groups;
+  std::vector<int> group_keys;
+  for (int r : ranks) {
+    const int k = key[static_cast<std::size_t>(r)];
+    const auto it = std::find(group_keys.begin(), group_keys.end(), k);
+    if (it == group_keys.end()) {
+      group_keys.push_back(k);
+      groups.push_back({r});
+    } else {
+      groups[static_cast<std::size_t>(it - group_keys.begin())].push_back(r);
+    }
+  }
+  if (groups.size() == 1) {
+    return descend(top, h, model, ranks, level + 1, in, out, count, dtype, op, first_phase, scratch,
+                   turn);
+  }
+  const int me = top.member(top.rank());
+  const std::vector<int>* mine = nullptr;
+  std::size_t position = 0;
+  std::size_t lanes = ranks.size();
+  for (const auto& g : groups) {
+    lanes = std::min(lanes, g.size());
+    const auto it = std::find(g.begin(), g.end(), me);
+    if (it != g.end()) {
+      mine = &g;
+      position = static_cast<std::size_t>(it - g.begin());
+    }
+  }
+  // The group's blocks: shard k for positions k < lanes, nothing for the others.
+  const BlockLayout shards(count, static_cast<int>(lanes), count);
+  std::vector<BlockLayout::Range> blocks;
+  for (std::size_t k = 0; k < mine->size(); ++k) {
+    blocks.push_back(k < lanes ? BlockLayout::Range{shards.block_start(static_cast<int>(k)),
+                                                    shards.block_size(static_cast<int>(k))}
+                               : BlockLayout::Range{0, 0});
+  }
+  const BlockLayout layout(std::move(blocks), chunk_elements(top, es));
+  const std::size_t own_start = layout.block_start(static_cast<int>(position));
+  const std::size_t own_count = layout.block_size(static_cast<int>(position));
+  // Sums only on the way down: the average divides once, at the bottom.
+  const auto scatter_phase = 2 * static_cast<std::uint64_t>(level);
+  auto scatter = view(*mine, scatter_phase);
+  turn.run(scatter_phase, [&] {
+    ring_reduce_scatter_blocks(scatter, in, out + own_start * es, layout, dtype, op, 0, nullptr);
+  });
+  if (position < lanes) {
+    std::vector<int> lane;
+    for (const auto& g : groups) lane.push_back(g[position]);
+    std::byte* shard = out + own_start * es;
+    descend(top, h, model, lane, level + 1, shard, shard, own_count, dtype, op, first_phase,
+            scratch, turn);
+  }
+  auto gather = view(*mine, scatter_phase + 1);
+  turn.run(scatter_phase + 1, [&] { ring_allgather_blocks(gather, out, layout, dtype); });
+}
+
+}  // namespace
+
+void hierarchical_allreduce(CollectiveContext& ctx, const Hierarchy& h, const CostModel& model,
+                            const void* send, void* recv, std::size_t count, hm_dtype_t dtype,
+                            hm_op_t op) {
+  const std::size_t es = dtype_size(dtype);
+  auto* out = static_cast<std::byte*>(recv);
+  const auto* in = static_cast<const std::byte*>(send);
+  if (ctx.size() == 1 || count == 0) {
+    ctx.copy(out, in, count * es);
+    return;
+  }
+  // Large messages go in segments whose phases overlap, each on its own thread: while one
+  // segment crosses the slow tier, the next is reduced inside the islands. Every rank computes
+  // the same segments, so the phases' numbers (and tags) match. Device buffers take one segment
+  // (their staging and kernels are not shared between threads).
+  std::vector<int> everyone(static_cast<std::size_t>(ctx.size()));
+  for (int r = 0; r < ctx.size(); ++r) everyone[static_cast<std::size_t>(r)] = r;
+  const int segments = ctx.on_device() ? 1 : hierarchical_segments(h, model, count * es);
+  const BlockLayout parts(count, segments, count);
+  std::optional<PhaseTimeline> timeline;
+  if (segments > 1 && logger().should_log(spdlog::level::debug)) {
+    timeline.emplace("hierarchical allreduce", kLanesPhase, phase_name);
+  }
+  PhaseTimeline* const timing = timeline ? &*timeline : nullptr;
+  run_segments(ctx, segments, kPhasesPerDescent, timing,
+               [&](int s, ScratchSpace* scratch, const SegmentTurn& turn) {
+                 const std::size_t at = parts.block_start(s);
+                 descend(ctx, h, model, everyone, 0, in + at * es, out + at * es,
+                         parts.block_size(s), dtype, op,
+                         kFirst + kPhasesPerDescent * static_cast<std::uint64_t>(s), scratch, turn);
+               });
+  if (timing != nullptr) timing->log(count * es, segments);
+}
+
+}  // namespace holmes

@@ -1,0 +1,241 @@
+// The segment engine of the hierarchical collectives (allreduce, allgather, reduce-scatter):
+// large messages are cut into segments, each on a thread of its own, that take the phases of
+// the collective in turn, so that while one segment crosses the slow tier the islands work on
+// the next (a pipeline). Also what every hierarchical collective shares: its phase numbers and
+// where a rank sits in its island.
+#pragma once
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <exception>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "collectives/context.hpp"
+#include "collectives/tuning.hpp"
+#include "core/log.hpp"
+#include "core/status.hpp"
+
+namespace holmes::hier {
+
+// Phases of one operation: distinct numbers keep their tags apart.
+enum Phase : std::uint64_t { kFirst = 1, kSecond = 2 };
+
+struct Place {
+  int island = 0;    // index into Hierarchy::islands
+  int position = 0;  // position in that island's member list
+};
+
+inline Place place_of(const Hierarchy& h, int rank) {
+  const int island = h.island[static_cast<std::size_t>(rank)];
+  const auto& members = h.islands[static_cast<std::size_t>(island)];
+  const auto it = std::find(members.begin(), members.end(), rank);
+  return {island, static_cast<int>(it - members.begin())};
+}
+
+inline int position_in(const std::vector<int>& members, int rank) {
+  return static_cast<int>(std::find(members.begin(), members.end(), rank) - members.begin());
+}
+
+// The segments of one collective take each phase in turn: segment s starts a phase once segment
+// s-1 has finished it. So the first segment reaches the slow tier after its own share of the
+// islands' work, and the slow tier carries one segment after another while the islands reduce
+// the next ones and gather the previous ones: a pipeline. Segments let loose at once would
+// share the CPU through the first phases (the slow link idle meanwhile) and all reach the slow
+// link together. Every rank takes the same turns, and a turn waits only for a lower segment in
+// the same phase, so the order cannot deadlock. A segment that fails ends every wait (abort):
+// the segments that were waiting stop with TurnAborted, and the failure reported is the one that
+// caused it.
+struct TurnAborted {};
+
+class PhaseTurns {
+ public:
+  // `phases`: the phases each segment takes (numbered from 0); `progress` (may be nullptr)
+  // counts the communicator's completed transfers.
+  PhaseTurns(std::size_t phases, std::chrono::milliseconds timeout,
+             const std::atomic<std::uint64_t>* progress)
+      : timeout_(timeout), progress_(progress), next_(phases, 0) {}
+
+  // Waits for `segment`'s turn in `phase`. A phase of the segment before may rightly take longer
+  // than the timeout (many transfers on a slow link, each within it), so the wait fails with
+  // HM_ERR_TIMEOUT only after a whole timeout in which no transfer of the communicator completed.
+  void enter(std::uint64_t phase, int segment) {
+    std::unique_lock lock(mutex_);
+    auto transfers = [&] { return progress_ != nullptr ? progress_->load() : 0; };
+    for (auto seen = transfers();;) {
+      if (cv_.wait_for(lock, timeout_, [&] { return aborted_ || next_[phase] == segment; })) break;
+      if (transfers() == seen) {
+        fail(HM_ERR_TIMEOUT,
+             "hierarchical collective: segment {} waited {} ms for segment {} to finish phase {}, "
+             "and no transfer completed meanwhile",
+             segment, timeout_.count(), next_[phase], phase);
+      }
+      seen = transfers();
+    }
+    if (aborted_) throw TurnAborted{};
+  }
+  void leave(std::uint64_t phase) {
+    {
+      std::lock_guard lock(mutex_);
+      ++next_[phase];
+    }
+    cv_.notify_all();
+  }
+  void abort() {
+    {
+      std::lock_guard lock(mutex_);
+      aborted_ = true;
+    }
+    cv_.notify_all();
+  }
+
+ private:
+  std::chrono::milliseconds timeout_;
+  const std::atomic<std::uint64_t>* progress_;
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  std::vector<int> next_;  // per phase: the segment whose turn it is
+  bool aborted_ = false;
+};
+
+// When each phase of each segment waited for its turn, started and ended, kept while the log
+// takes debug lines (HOLMES_LOG_LEVEL=debug): how long the slow tier waited for the islands at
+// the start of the call, how long it carried data, and how long the islands worked after it,
+// seen from this rank: where a hierarchical allreduce that misses the slow tier's bound lost
+// its time.
+class PhaseTimeline {
+ public:
+  using Clock = std::chrono::steady_clock;
+  using PhaseName = const char* (*)(std::uint64_t phase);
+
+  // `what` names the collective in the log ("hierarchical allreduce"); `lanes_phase` is the
+  // phase that crosses the slow tier; `phase_name` names each phase.
+  PhaseTimeline(const char* what, std::uint64_t lanes_phase, PhaseName phase_name)
+      : what_(what), lanes_phase_(lanes_phase), phase_name_(phase_name) {}
+
+  void record(int segment, std::uint64_t phase, Clock::time_point asked, Clock::time_point started,
+              Clock::time_point ended) {
+    std::lock_guard lock(mutex_);
+    entries_.push_back({segment, phase, ms(asked), ms(started), ms(ended)});
+  }
+
+  // One debug line for the call, then one trace line per phase in the order they started.
+  void log(std::size_t bytes, int segments) {
+    const double total = ms(Clock::now());
+    std::lock_guard lock(mutex_);
+    std::sort(entries_.begin(), entries_.end(),
+              [](const Entry& a, const Entry& b) { return a.started < b.started; });
+    double first = -1;
+    double last = 0;
+    double busy = 0;
+    for (const auto& e : entries_) {
+      if (e.phase != lanes_phase_) continue;
+      if (first < 0) first = e.started;
+      last = std::max(last, e.ended);
+      busy += e.ended - e.started;  // the turns keep one segment at a time on the lanes
+    }
+    if (first < 0) {
+      HM_LOG_DEBUG("{} of {} B in {} segments: {:.1f} ms; this rank has no lane across islands",
+                   what_, bytes, segments, total);
+    } else {
+      HM_LOG_DEBUG(
+          "{} of {} B in {} segments: {:.1f} ms; this rank's lane across islands ran {:.1f} ms "
+          "of phases from {:.1f} to {:.1f} ms: {:.1f} ms of island work before it, {:.1f} ms "
+          "after",
+          what_, bytes, segments, total, busy, first, last, first, total - last);
+    }
+    for (const auto& e : entries_) {
+      HM_LOG_TRACE("{} segment {} {}: asked at {:.2f} ms, ran {:.2f}..{:.2f}", what_, e.segment,
+                   phase_name_(e.phase), e.asked, e.started, e.ended);
+    }
+  }
+
+ private:
+  double ms(Clock::time_point t) const {
+    return std::chrono::duration<double, std::milli>(t - origin_).count();
+  }
+
+  struct Entry {
+    int segment;
+    std::uint64_t phase;
+    double asked, started, ended;  // ms since the call began
+  };
+  const char* what_;
+  std::uint64_t lanes_phase_;
+  PhaseName phase_name_;
+  const Clock::time_point origin_ = Clock::now();
+  std::mutex mutex_;
+  std::vector<Entry> entries_;
+};
+
+// One segment's place in the turns (none: the allreduce runs as one segment), and the timeline
+// its phases go into (none: not logged).
+struct SegmentTurn {
+  PhaseTurns* turns = nullptr;
+  int segment = 0;
+  PhaseTimeline* timeline = nullptr;
+  // Runs `phase` of this segment in its turn.
+  template <typename Work>
+  void run(std::uint64_t phase, Work&& work) const {
+    const auto asked =
+        timeline != nullptr ? PhaseTimeline::Clock::now() : PhaseTimeline::Clock::time_point{};
+    if (turns != nullptr) turns->enter(phase, segment);
+    const auto started = timeline != nullptr ? PhaseTimeline::Clock::now() : asked;
+    work();
+    // Timed before the next segment may start the phase.
+    if (timeline != nullptr) {
+      timeline->record(segment, phase, asked, started, PhaseTimeline::Clock::now());
+    }
+    if (turns != nullptr) turns->leave(phase);
+  }
+};
+
+// Runs `segment(s, scratch, turn)` for every segment s of a hierarchical collective: one segment
+// inline, several on threads of their own that take each of the `phases` phases in turn
+// (PhaseTurns), each with its own scratch. A failure ends the other segments' waits; the first
+// is rethrown.
+template <typename Segment>
+void run_segments(const CollectiveContext& ctx, int segments, std::size_t phases,
+                  PhaseTimeline* timeline, Segment&& segment) {
+  if (segments <= 1) {
+    segment(0, static_cast<ScratchSpace*>(nullptr), SegmentTurn{});
+    return;
+  }
+  std::vector<ScratchSpace> scratch(static_cast<std::size_t>(segments));
+  std::vector<std::exception_ptr> errors(static_cast<std::size_t>(segments));
+  PhaseTurns turns(phases, ctx.timeout(), ctx.progress());
+  std::vector<std::thread> threads;
+  for (int s = 0; s < segments; ++s) {
+    threads.emplace_back([&, s] {
+      try {
+        segment(s, &scratch[static_cast<std::size_t>(s)], SegmentTurn{&turns, s, timeline});
+      } catch (const TurnAborted&) {
+        // Another segment failed first; its error is the one reported.
+      } catch (...) {
+        errors[static_cast<std::size_t>(s)] = std::current_exception();
+        turns.abort();
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (const auto& e : errors) {
+    if (e) std::rethrow_exception(e);
+  }
+}
+
+// The views of one segment: `first_phase` on, with the segment's scratch when it has its own.
+struct SegmentViews {
+  const CollectiveContext& top;
+  std::uint64_t first_phase;
+  ScratchSpace* scratch;
+  CollectiveContext operator()(std::vector<int> members, std::uint64_t phase) const {
+    return scratch != nullptr ? top.view(std::move(members), first_phase + phase, *scratch)
+                              : top.view(std::move(members), first_phase + phase);
+  }
+};
+
+}  // namespace holmes::hier
