@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "core/completion.hpp"
+#include "transports/common/tag_codec.hpp"
 #include "transports/transport.hpp"
 
 namespace holmes {
@@ -44,13 +45,7 @@ const char* collective_name(CollectiveKind kind);
 std::uint32_t collective_signature(CollectiveKind kind, std::size_t count, int dtype, int op,
                                    int root);
 
-// Message tags: 2 bits kind | 24 bits sequence | 38 bits step. Point-to-point messages use their
-// own kind with a per-peer sequence number. The collective kind (binary 10) tells the transports'
-// matcher that the tag names an operation whose messages all share one signature (matcher.hpp).
-constexpr std::uint64_t kTagCollective = 2ull << 62;
-constexpr std::uint64_t kTagPointToPoint = 1ull << 62;
-std::uint64_t collective_tag(std::uint64_t sequence, std::uint64_t step);
-std::uint64_t p2p_tag(std::uint64_t sequence);
+// Message tags (collective_tag, p2p_tag) are laid out in transports/common/tag_codec.hpp.
 
 // A receive staged through a pinned slot because its destination is device memory: wait()
 // copies it in once it has arrived.
