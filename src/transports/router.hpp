@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "transports/combined_progress.hpp"
+#include "transports/common/combined_progress.hpp"
 #include "transports/kinds.hpp"
 #include "transports/shaping/link_shaper.hpp"
 #include "transports/transport.hpp"

@@ -2,7 +2,7 @@
 // progress thread) steps aside for callers that drive small collectives, and that it always comes
 // back (a caller that stops polling, one that goes to sleep, shutdown) so that no socket or worker
 // is left unserved.
-#include "transports/io_lease.hpp"
+#include "transports/common/io_lease.hpp"
 
 #include <gtest/gtest.h>
 

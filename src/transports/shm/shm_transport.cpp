@@ -26,8 +26,10 @@
 #include "core/env.hpp"
 #include "core/log.hpp"
 #include "core/status.hpp"
-#include "transports/caller_drive.hpp"
-#include "transports/caller_progress.hpp"
+#include "transports/common/caller_drivers.hpp"
+#include "transports/common/caller_progress.hpp"
+#include "transports/common/progress_engine.hpp"
+#include "transports/common/turn_lock.hpp"
 #include "transports/matcher.hpp"
 #include "transports/shared_board.hpp"
 #include "transports/shm/cma.hpp"
@@ -306,8 +308,8 @@ class ShmTransport final : public Transport, public SharedBoard {
                              std::span<std::byte> data,
                              const std::optional<ReceiveCombine>& combine);
 
-  // Everything below runs with pass_mutex_ held: on the progress thread, or on a waiting
-  // caller's thread (poll, post_directly).
+  // Everything below runs in a turn (turn_): on the progress thread, or on a waiting caller's
+  // thread (poll, post_directly).
   void run();
   // One pass of the progress loop; whether it did anything.
   bool pass();
@@ -379,12 +381,11 @@ class ShmTransport final : public Transport, public SharedBoard {
   bool accepting_ = true;  // false once the progress thread has stopped (or never will start)
   hm_status_t final_status_ = HM_ERR_ABORTED;
   std::string final_why_ = "the shm transport was shut down";
-  std::thread thread_;
+  ProgressThread thread_;
 
-  // Whoever holds pass_mutex_ may touch the progress state below: the progress thread during
-  // its passes, a waiting caller while it polls (try_lock only: a caller never waits for it).
-  std::mutex pass_mutex_;
-  std::atomic<std::thread::id> pass_owner_{};
+  // Whoever takes a turn may touch the progress state below: the progress thread during its
+  // passes, a waiting caller while it polls (try_run only: a caller never waits for it).
+  TurnLock turn_;
   std::shared_ptr<CallerProgress<ShmTransport>> caller_progress_ =
       std::make_shared<CallerProgress<ShmTransport>>(*this);
   // Threads inside begin_caller_drive .. end_caller_drive; each counts once in the segment's
@@ -429,7 +430,7 @@ ShmTransport::ShmTransport(const TransportOptions& options, const ShmTuning& tun
 ShmTransport::~ShmTransport() {
   caller_progress_->detach();
   shutdown(HM_ERR_ABORTED, "the communicator was destroyed", true);
-  if (thread_.joinable()) thread_.join();
+  thread_.join();
 }
 
 void ShmTransport::set_peers(int rank, std::vector<std::string> addresses) {
@@ -470,7 +471,7 @@ void ShmTransport::set_peers(int rank, std::vector<std::string> addresses) {
   std::lock_guard lock(mutex_);
   if (!accepting_) return;  // shut down before it started
   size_.store(size);
-  thread_ = std::thread([this] { run(); });
+  thread_.start([this] { run(); });
 }
 
 CompletionPtr ShmTransport::submit_request(Command command) {
@@ -485,7 +486,7 @@ CompletionPtr ShmTransport::submit_request(Command command) {
 bool ShmTransport::submit(Command command) {
   {
     std::lock_guard lock(mutex_);
-    if (!accepting_ || !thread_.joinable()) return false;
+    if (!accepting_ || !thread_.started()) return false;
     commands_.push_back(std::move(command));
     commands_queued_.store(true, std::memory_order_release);
   }
@@ -598,47 +599,43 @@ CompletionPtr ShmTransport::post_receive(int peer, std::uint64_t tag, std::uint3
 
 bool ShmTransport::post_directly(Command& c) {
   // A completion callback run by a pass on this thread may post a receive: that one goes the
-  // long way (the pass is in the middle of its work).
-  if (!tuning_.caller_progress ||
-      pass_owner_.load(std::memory_order_relaxed) == std::this_thread::get_id()) {
-    return false;
-  }
-  std::unique_lock lock(pass_mutex_, std::try_to_lock);
-  if (!lock.owns_lock() || closed_) return false;
-  {
-    std::lock_guard queue(mutex_);
-    if (!accepting_ || !thread_.joinable()) return false;
-  }
-  pass_owner_.store(std::this_thread::get_id(), std::memory_order_relaxed);
-  take_commands();  // whatever was queued before this receive goes first
-  if (!closed_) {
-    try {
-      handle(c);
-    } catch (const std::exception& e) {  // out of memory in the matcher: fail this request only
-      c.request->complete(HM_ERR_OUT_OF_MEMORY, fmt::format("shm: {}", e.what()));
+  // long way (the pass is in the middle of its work; try_run refuses it).
+  if (!tuning_.caller_progress) return false;
+  bool posted = false;
+  bool wake_needed = false;
+  turn_.try_run([&] {
+    if (closed_) return;
+    {
+      std::lock_guard queue(mutex_);
+      if (!accepting_ || !thread_.started()) return;
     }
-  } else {
-    std::lock_guard queue(mutex_);
-    c.request->complete(final_status_, final_why_);
-  }
-  const bool wake_needed = progress_thread_needed(Clock::now());
-  pass_owner_.store(std::thread::id(), std::memory_order_relaxed);
-  lock.unlock();
+    posted = true;
+    take_commands();  // whatever was queued before this receive goes first
+    if (!closed_) {
+      try {
+        handle(c);
+      } catch (const std::exception& e) {  // out of memory in the matcher: fail this request only
+        c.request->complete(HM_ERR_OUT_OF_MEMORY, fmt::format("shm: {}", e.what()));
+      }
+    } else {
+      std::lock_guard queue(mutex_);
+      c.request->complete(final_status_, final_why_);
+    }
+    wake_needed = progress_thread_needed(Clock::now());
+  });
   if (wake_needed) wake();
-  return true;
+  return posted;
 }
 
 void ShmTransport::poll(const Completion*) {
   // One whole pass even when the awaited request is done early in it: a pass is cheap (no system
   // call) and leaves every ring read.
-  if (pass_owner_.load(std::memory_order_relaxed) == std::this_thread::get_id()) return;
-  std::unique_lock lock(pass_mutex_, std::try_to_lock);
-  if (!lock.owns_lock() || closed_) return;
-  pass_owner_.store(std::this_thread::get_id(), std::memory_order_relaxed);
-  pass();
-  const bool ended = closed_;
-  pass_owner_.store(std::thread::id(), std::memory_order_relaxed);
-  lock.unlock();
+  bool ended = false;
+  turn_.try_run([&] {
+    if (closed_) return;
+    pass();
+    ended = closed_;
+  });
   if (ended) wake();  // the progress thread finishes the shutdown
 }
 
@@ -658,7 +655,7 @@ void ShmTransport::stop_polling(bool satisfied) {
   shm::stop_polling(own_.header());
   // A waiter about to sleep hands over to the progress thread, and so ends its drive: peers
   // must wake that thread again.
-  if (!satisfied || pass_owner_.load(std::memory_order_relaxed) == std::this_thread::get_id()) {
+  if (!satisfied || turn_.held_here()) {
     if (!satisfied && drivers_.remove()) shm::stop_polling(own_.header());
     wake();
     return;
@@ -670,16 +667,11 @@ void ShmTransport::stop_polling(bool satisfied) {
   // pass is read by one more pass here (peers wake the progress thread again from now on, unless
   // someone else polls). When another thread is in a pass, wake the progress thread instead:
   // that costs no system call when it is the one awake.
-  std::unique_lock lock(pass_mutex_, std::try_to_lock);
-  if (!lock.owns_lock()) {
-    wake();
-    return;
-  }
-  pass_owner_.store(std::this_thread::get_id(), std::memory_order_relaxed);
-  if (!closed_ && doorbell_value(own_.header()) != last_pass_seen_) pass();
-  const bool wake_needed = closed_ || progress_thread_needed(Clock::now());
-  pass_owner_.store(std::thread::id(), std::memory_order_relaxed);
-  lock.unlock();
+  bool wake_needed = true;
+  turn_.try_run([&] {
+    if (!closed_ && doorbell_value(own_.header()) != last_pass_seen_) pass();
+    wake_needed = closed_ || progress_thread_needed(Clock::now());
+  });
   if (wake_needed) wake();
 }
 
@@ -808,7 +800,7 @@ void ShmTransport::shutdown(hm_status_t status, const std::string& why, bool wai
     }
     return;
   }
-  if (wait && std::this_thread::get_id() != thread_.get_id()) {
+  if (wait && !thread_.here()) {
     // The progress thread never blocks for long (its copies are bounded per pass), so this is
     // quick; the bound only guards against a wedged thread.
     finished.wait_for(30s);
@@ -839,25 +831,38 @@ std::string ShmTransport::peer_name(int peer) const {
 // ---------------------------------------------------------------------------------------------
 
 void ShmTransport::run() {
-  {
-    std::lock_guard lock(pass_mutex_);
-    next_liveness_ = Clock::now() + kLivenessPeriod;
-  }
+  turn_.run([this] { next_liveness_ = Clock::now() + kLivenessPeriod; });
+  // What one turn of the loop leaves to do outside the lock.
+  struct Next {
+    bool stop = false;
+    bool busy = false;
+    std::uint32_t seen = 0;  // the doorbell when the pass began
+    std::chrono::nanoseconds bound{0};
+  };
   while (true) {
-    std::unique_lock lock(pass_mutex_);
-    if (closed_) break;
-    pass_owner_.store(std::this_thread::get_id(), std::memory_order_relaxed);
-    progress_sleep_until_ = Clock::time_point::max();
-    // Read the doorbell before looking for work: anything that arrives after this moves it.
-    const bool busy = pass();
-    const std::uint32_t seen = last_pass_seen_;
-    pass_owner_.store(std::thread::id(), std::memory_order_relaxed);
-    if (closed_) break;
-    if (busy) continue;
-    const auto now = Clock::now();
-    const auto bound = sleep_bound(now);
-    progress_sleep_until_ = now + bound;
-    lock.unlock();
+    const Next next = turn_.run([this] {
+      Next n;
+      if (closed_) {
+        n.stop = true;
+        return n;
+      }
+      progress_sleep_until_ = Clock::time_point::max();
+      // Read the doorbell before looking for work: anything that arrives after this moves it.
+      n.busy = pass();
+      n.seen = last_pass_seen_;
+      if (closed_) {
+        n.stop = true;
+      } else if (!n.busy) {
+        const auto now = Clock::now();
+        n.bound = sleep_bound(now);
+        progress_sleep_until_ = now + n.bound;
+      }
+      return n;
+    });
+    if (next.stop) break;
+    if (next.busy) continue;
+    const std::uint32_t seen = next.seen;
+    const auto bound = next.bound;
     // Peers answer within microseconds while a collective runs: yield the core a little before
     // sleeping on the doorbell (a futex wake-up costs tens of microseconds). Not while a caller
     // polls the rings itself: it sees the news first.

@@ -26,9 +26,8 @@
 #include "core/env.hpp"
 #include "core/log.hpp"
 #include "core/status.hpp"
-#include "transports/caller_progress.hpp"
+#include "transports/common/progress_engine.hpp"
 #include "transports/matcher.hpp"
-#include "transports/progress_turns.hpp"
 #include "transports/tcp/congestion.hpp"
 #include "transports/tcp/frame.hpp"
 #include "transports/tcp/inbox.hpp"
@@ -157,23 +156,19 @@ class TcpTransport final : public Transport {
   // yields the core between polls for a while before it sleeps (io_lease.hpp). Other waits sleep
   // at once: a large transfer would only burn the core the io thread needs.
   std::chrono::microseconds yield_before_sleep(int) const override {
-    return turns_.yield_before_sleep();
+    return engine_.yield_before_sleep();
   }
-  void begin_caller_drive() override;
-  void end_caller_drive() override;
-  Progress* caller_progress() override { return caller_io_.get(); }
+  void begin_caller_drive() override { engine_.begin_drive(); }
+  void end_caller_drive() override { engine_.end_drive(); }
+  Progress* caller_progress() override { return engine_.caller_progress(); }
   void fail_peer(int peer, hm_status_t status, const std::string& message) override;
   void set_peer_failure_listener(PeerFailureListener listener) override {
     failure_listener_ = std::move(listener);
   }
 
-  // For CallerProgress: a driving caller's share of the io_context, and its hand-over when it is
-  // about to sleep.
-  void start_polling() {}
-  void poll(const Completion* awaited);
-  void stop_polling(bool satisfied);
-
  private:
+  // A driving caller's share of the io_context while it waits for `awaited`.
+  void driven_poll(const Completion* awaited);
   // Posts `work` to the io_context; from a thread that does not drive, also wakes a parked io
   // thread.
   template <typename Work>
@@ -190,10 +185,10 @@ class TcpTransport final : public Transport {
   void run_or_hand(Work&& work);
   void io_loop();
   // Whether this thread is running the io_context's handlers now.
-  bool running_handlers() const { return turns_.running(); }
+  bool running_handlers() const { return engine_.turns().running(); }
 
-  // Everything below runs in handlers only: on one thread at a time (turns_), the io thread or a
-  // caller that drives.
+  // Everything below runs in handlers only: on one thread at a time (the engine's turns), the io
+  // thread or a caller that drives.
   void start_send(int peer, std::uint64_t tag, std::uint32_t signature,
                   std::span<const std::byte> data, const CompletionPtr& request);
   void start_recv(int peer, std::uint64_t tag, std::uint32_t signature, std::span<std::byte> data,
@@ -244,11 +239,13 @@ class TcpTransport final : public Transport {
   asio::io_context io_;
   asio::executor_work_guard<asio::io_context::executor_type> work_;
   // Who runs the io_context (the io thread, or a polling caller that drives): one thread at a
-  // time, under the turns' run mutex, so that handlers never run concurrently and need no locks.
-  // A mutex rather than an asio strand: a strand costs every completion a second trip through
-  // the io_context's queue (8-byte allreduce on 4 ranks: 81 us with a strand, 68 with the
-  // mutex; BENCHMARKS.md).
-  ProgressTurns turns_;
+  // time, in the engine's turns, so that handlers never run concurrently and need no locks.
+  // A turn lock rather than an asio strand: a strand costs every completion a second trip
+  // through the io_context's queue (8-byte allreduce on 4 ranks: 81 us with a strand, 68 with
+  // the mutex; BENCHMARKS.md).
+  ProgressEngine engine_{{[this](const Completion* awaited) { driven_poll(awaited); },
+                          // Out of epoll: the io thread parks at its next handler.
+                          [this] { asio::post(io_, [] {}); }}};
   tcp::acceptor acceptor_;
   asio::steady_timer accept_backoff_{io_};
   std::string listen_address_;
@@ -268,9 +265,7 @@ class TcpTransport final : public Transport {
   hm_status_t closed_status_ = HM_SUCCESS;
   std::string closed_why_;
   std::atomic<bool> shutdown_requested_{false};
-  std::shared_ptr<CallerProgress<TcpTransport>> caller_io_ =
-      std::make_shared<CallerProgress<TcpTransport>>(*this);
-  std::thread thread_;
+  ProgressThread thread_;
 };
 
 TcpTransport::TcpTransport(const TcpOptions& options)
@@ -296,27 +291,27 @@ TcpTransport::TcpTransport(const TcpOptions& options)
   listen_address_ = address.is_v6() ? fmt::format("[{}]:{}", address.to_string(), bound.port())
                                     : fmt::format("{}:{}", address.to_string(), bound.port());
   accept_next();
-  thread_ = std::thread([this] { io_loop(); });
+  thread_.start([this] { io_loop(); });
 }
 
 TcpTransport::~TcpTransport() {
   shutdown(HM_ERR_ABORTED, "the communicator was destroyed", true);
-  caller_io_->detach();
+  engine_.detach_callers();
   work_.reset();
   io_.stop();
-  if (thread_.joinable()) thread_.join();
+  thread_.join();
 }
 
 void TcpTransport::io_loop() {
   // One handler at a time, so that the thread parks promptly once a caller drives.
   constexpr auto kSlice = std::chrono::milliseconds(100);
-  while (!io_.stopped()) turns_.own_turn([this, kSlice] { io_.run_one_for(kSlice); });
+  while (!io_.stopped()) engine_.turns().own_turn([this, kSlice] { io_.run_one_for(kSlice); });
 }
 
 template <typename Work>
 void TcpTransport::hand_to_io(Work&& work) {
   asio::post(io_, std::forward<Work>(work));
-  turns_.handed_over();
+  engine_.turns().handed_over();
 }
 
 template <typename Work>
@@ -324,30 +319,16 @@ void TcpTransport::run_or_hand(Work&& work) {
   // What the caller's next poll would run, run now: the frame leaves at once, and a receive
   // whose message came early completes before the caller waits. A driving caller keeps the io
   // thread parked (or has it park after its next handler) and runs handlers only once it is.
-  if (!turns_.run_as_driver(work)) hand_to_io(std::forward<Work>(work));
+  if (!engine_.turns().run_as_driver(work)) hand_to_io(std::forward<Work>(work));
 }
 
-void TcpTransport::begin_caller_drive() {
-  // Out of epoll: the io thread parks at its next handler.
-  if (turns_.begin_drive()) asio::post(io_, [] {});
-}
-
-void TcpTransport::end_caller_drive() { turns_.end_drive(); }
-
-void TcpTransport::poll(const Completion* awaited) {
+void TcpTransport::driven_poll(const Completion* awaited) {
   // A message takes three handlers here (epoll, the read, its completion); once the awaited
   // request is done, the caller moves on at once rather than after one more epoll_wait.
-  turns_.run_as_driver([this, awaited] {
-    for (int i = 0;
-         i < kHandlersPerPoll && (awaited == nullptr || !awaited->done()) && io_.poll_one() > 0;
-         ++i) {
-    }
-  });
-}
-
-void TcpTransport::stop_polling(bool satisfied) {
-  // A caller about to sleep stops driving: the io thread takes over at once.
-  turns_.stop_polling(satisfied);
+  for (int i = 0;
+       i < kHandlersPerPoll && (awaited == nullptr || !awaited->done()) && io_.poll_one() > 0;
+       ++i) {
+  }
 }
 
 void TcpTransport::set_peers(int rank, std::vector<std::string> addresses) {
@@ -415,7 +396,7 @@ CompletionPtr TcpTransport::isend(int peer, std::uint64_t tag, std::uint32_t sig
           peer);
   require(tag != kNoticeTag, "tcp: tag {:#x} is reserved for the transport", tag);
   auto request = std::make_shared<Completion>();
-  request->set_progress(caller_io_);
+  request->set_progress(engine_.request_progress());
   run_or_hand([this, peer, tag, signature, data, request] {
     start_send(peer, tag, signature, data, request);
   });
@@ -439,7 +420,7 @@ CompletionPtr TcpTransport::post_receive(int peer, std::uint64_t tag, std::uint3
   require(peer >= 0 && peer < size_.load() && peer != rank_.load(),
           "tcp: cannot receive from rank {}", peer);
   auto request = std::make_shared<Completion>();
-  request->set_progress(caller_io_);
+  request->set_progress(engine_.request_progress());
   run_or_hand([this, peer, tag, signature, data, request, combine] {
     start_recv(peer, tag, signature, data, request, combine);
   });
@@ -452,7 +433,7 @@ void TcpTransport::shutdown(hm_status_t status, const std::string& why, bool wai
   shutdown_requested_.store(true);
   // The io thread runs from now on: this thread may be a caller that drives and is about to
   // block below.
-  turns_.close();
+  engine_.turns().close();
   asio::post(io_, [this, status, why, done] {
     do_shutdown(status, why);
     done->set_value();

@@ -25,9 +25,8 @@
 #include "core/env.hpp"
 #include "core/log.hpp"
 #include "core/status.hpp"
-#include "transports/caller_progress.hpp"
+#include "transports/common/progress_engine.hpp"
 #include "transports/matcher.hpp"
-#include "transports/progress_turns.hpp"
 #include "transports/ucx/ucx_address.hpp"
 #include "transports/ucx/ucx_context.hpp"
 #include "transports/ucx/ucx_wire.hpp"
@@ -78,7 +77,7 @@ class Engine {
     }
   }
   ~Engine() {
-    caller_progress_->detach();
+    progress_.detach_callers();
     if (event_fd_ >= 0) ::close(event_fd_);
   }
   Engine(const Engine&) = delete;
@@ -104,20 +103,16 @@ class Engine {
   bool on_progress_thread() const { return std::this_thread::get_id() == thread_id_.load(); }
   // Whether this thread is progressing the worker now: the progress thread, or a driving caller
   // in its turn (possibly inside a UCP callback).
-  bool running_turn() const { return turns_.running(); }
+  bool running_turn() const { return progress_.turns().running(); }
 
   // Small collectives progress the worker from the caller's thread while the progress thread
   // parks (progress_turns.hpp): on shared memory or a fast network a message then costs no thread
   // wake-up at either end, where it cost three (the sender's progress thread, the receiver's,
   // then the receiving caller).
-  void begin_caller_drive();
-  void end_caller_drive();
-  std::chrono::microseconds yield_before_sleep() const { return turns_.yield_before_sleep(); }
-  Progress* caller_progress() { return caller_progress_.get(); }
-  // For CallerProgress: a driving caller's turns, and its hand-over when it is about to sleep.
-  void start_polling() {}
-  void poll(const Completion* awaited);
-  void stop_polling(bool satisfied);
+  void begin_caller_drive() { progress_.begin_drive(); }
+  void end_caller_drive() { progress_.end_drive(); }
+  std::chrono::microseconds yield_before_sleep() const { return progress_.yield_before_sleep(); }
+  Progress* caller_progress() { return progress_.caller_progress(); }
 
  private:
   using Command = std::function<void()>;
@@ -240,11 +235,11 @@ class Engine {
   std::atomic<std::thread::id> thread_id_{};
 
   // Who progresses the worker: the progress thread, or driving callers while it is parked; one
-  // of them at a time touches anything under "Progress thread only" below.
-  ProgressTurns turns_;
-  // What requests poll while a driving caller waits for them; detached when the engine goes.
-  std::shared_ptr<CallerProgress<Engine>> caller_progress_ =
-      std::make_shared<CallerProgress<Engine>>(*this);
+  // of them at a time touches anything under "Progress thread only" below. A driving caller's
+  // poll is a progress turn of its own, until the request it waits for is done.
+  ProgressEngine progress_{{[this](const Completion* awaited) { progress_turn(awaited); },
+                            // Out of poll: the progress thread parks after this turn.
+                            [this] { nudge(); }}};
   std::string listen_address_;  // written before the constructor returns, then only read
   std::atomic<int> rank_{-1};
   std::atomic<int> size_{0};
@@ -292,7 +287,7 @@ bool Engine::post(Command command) {
   // What the caller's next poll would run, run now: the message leaves at once, and a receive
   // whose message came early completes before the caller waits. (While the progress thread is
   // parked nothing tears the worker down: shutdown closes the lease first.)
-  if (turns_.run_as_driver([&] {
+  if (progress_.turns().run_as_driver([&] {
         run_commands();
         command();
       })) {
@@ -306,7 +301,7 @@ bool Engine::post(Command command) {
     if (!was_empty) return true;  // the thread has been woken for the first one
   }
   // A caller that drives runs it in its next poll; otherwise the progress thread must.
-  turns_.handed_over();
+  progress_.turns().handed_over();
   nudge();
   return true;
 }
@@ -314,23 +309,6 @@ bool Engine::post(Command command) {
 void Engine::nudge() {
   const std::uint64_t one = 1;
   [[maybe_unused]] const auto written = ::write(event_fd_, &one, sizeof one);
-}
-
-void Engine::begin_caller_drive() {
-  if (turns_.begin_drive()) nudge();  // out of poll: the progress thread parks after this turn
-}
-
-void Engine::end_caller_drive() { turns_.end_drive(); }
-
-void Engine::poll(const Completion* awaited) {
-  // A driving caller keeps the progress thread parked (or has it park after its current turn)
-  // and progresses the worker only once it is.
-  turns_.run_as_driver([this, awaited] { progress_turn(awaited); });
-}
-
-void Engine::stop_polling(bool satisfied) {
-  // A caller about to sleep stops driving: the progress thread takes over at once.
-  turns_.stop_polling(satisfied);
 }
 
 hm_status_t Engine::final_status(std::string* why) const {
@@ -375,7 +353,7 @@ CompletionPtr Engine::isend(int peer, std::uint64_t tag, std::uint32_t signature
   require(peer >= 0 && peer < size_.load() && peer != rank_.load(), "ucx: cannot send to rank {}",
           peer);
   auto caller = std::make_shared<Completion>();
-  caller->set_progress(caller_progress_);
+  caller->set_progress(progress_.request_progress());
   if (!post([this, peer, tag, signature, data, caller] {
         start_send(peer, tag, signature, data, caller);
       })) {
@@ -391,7 +369,7 @@ CompletionPtr Engine::irecv(int peer, std::uint64_t tag, std::uint32_t signature
   require(peer >= 0 && peer < size_.load() && peer != rank_.load(),
           "ucx: cannot receive from rank {}", peer);
   auto caller = std::make_shared<Completion>();
-  caller->set_progress(caller_progress_);
+  caller->set_progress(progress_.request_progress());
   if (!post([this, peer, tag, signature, data, caller] {
         start_recv(peer, tag, signature, data, caller);
       })) {
@@ -404,7 +382,7 @@ CompletionPtr Engine::irecv(int peer, std::uint64_t tag, std::uint32_t signature
 
 void Engine::shutdown(hm_status_t status, const std::string& why, bool wait) {
   // The progress thread runs from now on, whoever drives: it tears the worker down.
-  turns_.close();
+  progress_.turns().close();
   post([this, status, why] { begin_shutdown(status, why); });
   // Not from inside a turn: the progress thread could not take the worker over meanwhile.
   if (!wait || on_progress_thread() || running_turn()) return;
@@ -461,7 +439,7 @@ void Engine::run(std::promise<void>& started) {
   }
   started.set_value();
   loop();
-  turns_.own_turn([this] { teardown(); });  // after shutdown's close: at once
+  progress_.turns().own_turn([this] { teardown(); });  // after shutdown's close: at once
 }
 
 void Engine::open() {
@@ -491,7 +469,7 @@ void Engine::open() {
 
 void Engine::loop() {
   // While callers drive, they progress the worker and this thread waits in own_turn.
-  while (turns_.own_turn([this] { return serve_turn(); })) {
+  while (progress_.turns().own_turn([this] { return serve_turn(); })) {
   }
 }
 
@@ -1180,7 +1158,7 @@ class UcxTransport final : public Transport {
       : engine_(std::make_shared<Engine>(options)) {
     auto started = std::make_shared<std::promise<void>>();
     auto ready = started->get_future();
-    thread_ = std::thread([engine = engine_, started] { engine->run(*started); });
+    thread_.start([engine = engine_, started] { engine->run(*started); });
     if (ready.wait_for(kStartTimeout) != std::future_status::ready) {
       // The thread keeps its own reference to the engine and ends by itself once UCX returns.
       thread_.detach();
@@ -1196,14 +1174,12 @@ class UcxTransport final : public Transport {
 
   ~UcxTransport() override {
     engine_->shutdown(HM_ERR_ABORTED, "the communicator was destroyed", true);
-    if (thread_.joinable()) {
-      if (engine_->on_progress_thread() || engine_->running_turn()) {
-        // Destroyed from one of its own callbacks (on the progress thread or in a driving
-        // caller's turn, which the thread waits to take over): it ends by itself.
-        thread_.detach();
-      } else {
-        thread_.join();
-      }
+    if (engine_->on_progress_thread() || engine_->running_turn()) {
+      // Destroyed from one of its own callbacks (on the progress thread or in a driving
+      // caller's turn, which the thread waits to take over): it ends by itself.
+      thread_.detach();
+    } else {
+      thread_.join();
     }
   }
 
@@ -1240,7 +1216,7 @@ class UcxTransport final : public Transport {
 
  private:
   std::shared_ptr<Engine> engine_;
-  std::thread thread_;
+  ProgressThread thread_;
 };
 
 }  // namespace

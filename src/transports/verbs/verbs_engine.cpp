@@ -25,6 +25,7 @@
 #include "core/env.hpp"
 #include "core/log.hpp"
 #include "core/status.hpp"
+#include "transports/common/progress_engine.hpp"
 #include "transports/matcher.hpp"
 #include "transports/verbs/credit_window.hpp"
 #include "transports/verbs/handshake.hpp"
@@ -269,7 +270,7 @@ class VerbsTransport final : public Transport {
   bool closed_ = false;
   hm_status_t closed_status_ = HM_SUCCESS;
   std::string closed_why_;
-  std::thread thread_;
+  ProgressThread thread_;
 };
 
 VerbsTransport::VerbsTransport(const TransportOptions& options, const VerbsConfig& config,
@@ -319,7 +320,7 @@ VerbsTransport::VerbsTransport(const TransportOptions& options, const VerbsConfi
   }
   wait_for_completions();
   accept_next();
-  thread_ = std::thread([this] {
+  thread_.start([this] {
     for (;;) {
       try {
         io_.run();
@@ -342,10 +343,10 @@ VerbsTransport::~VerbsTransport() {
     goodbyes_settled_ = settled;
     check_goodbyes();
   });
-  if (std::this_thread::get_id() != thread_.get_id()) done.wait_for(config_.goodbye_wait);
+  if (!thread_.here()) done.wait_for(config_.goodbye_wait);
   work_.reset();
   io_.stop();
-  if (thread_.joinable() && std::this_thread::get_id() != thread_.get_id()) thread_.join();
+  thread_.join();
   error_code ignored;
   completion_events_.close(ignored);
   device_events_.close(ignored);
@@ -434,7 +435,7 @@ void VerbsTransport::shutdown(hm_status_t status, const std::string& why, bool w
     do_shutdown(status, why);
     done->set_value();
   });
-  if (wait && std::this_thread::get_id() != thread_.get_id()) {
+  if (wait && !thread_.here()) {
     // The progress thread never blocks, so this is quick; the bound only guards against a
     // stopped io_context.
     finished.wait_for(std::chrono::seconds(30));

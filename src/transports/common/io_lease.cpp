@@ -1,4 +1,4 @@
-#include "transports/io_lease.hpp"
+#include "transports/common/io_lease.hpp"
 
 namespace holmes {
 
