@@ -14,6 +14,7 @@
 #include <string_view>
 #include <vector>
 
+#include "transports/common/job_token.hpp"
 #include "transports/shm/layout.hpp"
 
 namespace holmes::shm {
@@ -64,16 +65,23 @@ std::uint64_t context_hash(std::string_view context);
 // peer in the same one); 0 when it cannot be read.
 std::uint64_t pid_namespace_id();
 
-// What an endpoint proves with the job token, bound to the communicator, the segment and ranks.
-struct Proofs {
-  std::string token;
-  std::string context;
+// What an endpoint proves with the job token (common/job_token.hpp), bound to the communicator,
+// the segment and the ranks. Written into the segments; no connection carries them.
+class Proofs {
+ public:
+  Proofs(std::string token, std::string context) : token_(std::move(token), std::move(context)) {}
   // The owner's proof, published with the layout.
   void owner_mac(const SegmentHeader& header, const std::string& name,
                  std::uint8_t (&out)[kMacBytes]) const;
+  bool proves_owner(const SegmentHeader& header, const std::string& name) const;
   // A producer's proof, written into its ring slot when it attaches.
   void producer_mac(const SegmentHeader& header, const RingControl& control, int from, int to,
                     std::uint8_t (&out)[kMacBytes]) const;
+  bool proves_producer(const SegmentHeader& header, const RingControl& control, int from,
+                       int to) const;
+
+ private:
+  JobToken token_;
 };
 
 // The segment this endpoint owns. Created with its header only; set_layout() grows it once the

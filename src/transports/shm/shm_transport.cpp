@@ -419,9 +419,10 @@ class ShmTransport final : public Transport, public SharedBoard {
 };
 
 ShmTransport::ShmTransport(const TransportOptions& options, const ShmTuning& tuning)
-    : options_(options), tuning_(tuning), own_(options.context) {
-  proofs_.token = options_.token;
-  proofs_.context = options_.context;
+    : options_(options),
+      tuning_(tuning),
+      proofs_(options.token, options.context),
+      own_(options.context) {
   const auto nonce = auth::random_nonce();
   std::memcpy(&cma_probe_, nonce.data(), sizeof(cma_probe_));
   cma_probe_ |= 1;  // never 0, which an unset word would read as
@@ -1171,13 +1172,7 @@ bool ShmTransport::verify_producer(int peer) {
   auto& p = peers_[static_cast<std::size_t>(peer)];
   const int rank = rank_.load();
   RingControl& control = own_.control(peer);
-  std::uint8_t expected[kMacBytes];
-  proofs_.producer_mac(own_.header(), control, peer, rank, expected);
-  auth::Mac ours{};
-  auth::Mac theirs{};
-  std::memcpy(ours.data(), expected, kMacBytes);
-  std::memcpy(theirs.data(), control.producer_mac, kMacBytes);
-  if (!auth::macs_equal(ours, theirs)) {
+  if (!proofs_.proves_producer(own_.header(), control, peer, rank)) {
     peer_gone(peer, HM_ERR_AUTH,
               fmt::format("shm: the ring of rank {} in this rank's segment {} carries no valid "
                           "proof of the job token (HOLMES_TOKEN differs, or a stranger wrote it)",

@@ -26,6 +26,8 @@
 #include "core/env.hpp"
 #include "core/log.hpp"
 #include "core/status.hpp"
+#include "transports/common/job_token.hpp"
+#include "transports/common/listener.hpp"
 #include "transports/common/progress_engine.hpp"
 #include "transports/matcher.hpp"
 #include "transports/tcp/congestion.hpp"
@@ -69,6 +71,13 @@ struct AllAtOnce {
   }
 };
 
+const TcpOptions& checked(const TcpOptions& options) {
+  require(options.sockets_per_peer >= 1 && options.sockets_per_peer <= kMaxSocketsPerPeer,
+          "tcp: sockets per peer must be in [1, {}], got {}", kMaxSocketsPerPeer,
+          options.sockets_per_peer);
+  return options;
+}
+
 // One isend: complete when all its fragments have been written to the kernel.
 struct SendOp {
   CompletionPtr request;
@@ -96,8 +105,7 @@ struct OutLink {
   std::array<std::uint8_t, auth::Challenge::kWireBytes> challenge{};
   std::vector<std::uint8_t> hello;  // proof + identity
   std::array<std::uint8_t, auth::Verdict::kWireBytes> verdict{};
-  auth::Nonce server_nonce{};
-  auth::Nonce client_nonce{};
+  TokenAnswer answer;
   std::array<std::uint8_t, 1> probe{};  // the peer never sends here: a read ends only on errors
 };
 
@@ -108,7 +116,7 @@ struct InLink {
   asio::steady_timer timer;  // bounds the handshake
   int peer = -1;             // known once the peer has proven the token
   std::string remote;
-  auth::Nonce server_nonce{};
+  TokenChallenge token_challenge;
   std::array<std::uint8_t, auth::Challenge::kWireBytes> challenge{};
   std::array<std::uint8_t, auth::Proof::kWireBytes + kIdentityBytes> hello{};
   std::array<std::uint8_t, auth::Verdict::kWireBytes> verdict{};
@@ -138,7 +146,7 @@ class TcpTransport final : public Transport {
   ~TcpTransport() override;
 
   const char* name() const override { return "tcp"; }
-  std::string listen_address() const override { return listen_address_; }
+  std::string listen_address() const override { return listener_.address(); }
   void set_peers(int rank, std::vector<std::string> addresses) override;
   CompletionPtr connect_all() override;
   CompletionPtr isend(int peer, std::uint64_t tag, std::uint32_t signature,
@@ -201,7 +209,7 @@ class TcpTransport final : public Transport {
   void link_ready(int peer, const std::shared_ptr<OutLink>& link);
   // Completes connect_all() waiters once every peer is connected or one has failed.
   void check_connected();
-  void accept_next();
+  void accepted(tcp::socket socket, std::string remote);
   void server_handshake(const std::shared_ptr<InLink>& link);
   void check_hello(const std::shared_ptr<InLink>& link);
   // Reads into the link's inbox until it holds a frame header, then parses.
@@ -234,6 +242,7 @@ class TcpTransport final : public Transport {
   void configure(tcp::socket& socket) const;
 
   TcpOptions options_;
+  JobToken token_;
   CongestionPolicy congestion_;
   std::chrono::milliseconds liveness_;  // a link silent this long is down (kMinLiveness)
   asio::io_context io_;
@@ -246,9 +255,7 @@ class TcpTransport final : public Transport {
   ProgressEngine engine_{{[this](const Completion* awaited) { driven_poll(awaited); },
                           // Out of epoll: the io thread parks at its next handler.
                           [this] { asio::post(io_, [] {}); }}};
-  tcp::acceptor acceptor_;
-  asio::steady_timer accept_backoff_{io_};
-  std::string listen_address_;
+  Listener listener_;
 
   mutable std::mutex addresses_mutex_;  // addresses_ is also read by link() on other threads
   std::vector<std::string> addresses_;
@@ -269,28 +276,15 @@ class TcpTransport final : public Transport {
 };
 
 TcpTransport::TcpTransport(const TcpOptions& options)
-    : options_(options),
+    : options_(checked(options)),
+      token_(options.token, options.context),
       congestion_(CongestionPolicy::resolve(options.tcp_congestion)),
       liveness_(std::max(kMinLiveness, options.connect_timeout / 2)),
       work_(asio::make_work_guard(io_)),
-      acceptor_(io_) {
-  require(options_.sockets_per_peer >= 1 && options_.sockets_per_peer <= kMaxSocketsPerPeer,
-          "tcp: sockets per peer must be in [1, {}], got {}", kMaxSocketsPerPeer,
-          options_.sockets_per_peer);
-  error_code ec;
-  const auto address = asio::ip::make_address(options_.listen_host, ec);
-  if (ec) fail(HM_ERR_INVALID_ARGUMENT, "tcp: '{}' is not an IP address", options_.listen_host);
-  const tcp::endpoint endpoint(address, 0);
-  acceptor_.open(endpoint.protocol(), ec);
-  if (!ec) acceptor_.bind(endpoint, ec);
-  if (!ec) acceptor_.listen(asio::socket_base::max_listen_connections, ec);
-  if (ec) {
-    fail(HM_ERR_TRANSPORT, "tcp: cannot listen on {}: {}", options_.listen_host, ec.message());
-  }
-  const auto bound = acceptor_.local_endpoint();
-  listen_address_ = address.is_v6() ? fmt::format("[{}]:{}", address.to_string(), bound.port())
-                                    : fmt::format("{}:{}", address.to_string(), bound.port());
-  accept_next();
+      listener_(io_, options.listen_host, "tcp") {
+  listener_.start([this](tcp::socket socket,
+                         std::string remote) { accepted(std::move(socket), std::move(remote)); },
+                  [this] { return rank_.load(); });
   thread_.start([this] { io_loop(); });
 }
 
@@ -653,20 +647,15 @@ void TcpTransport::client_handshake(int peer, int index, const std::shared_ptr<O
       link->socket, asio::buffer(link->challenge),
       [this, peer, index, link](const error_code& ec, std::size_t) {
         if (closed_ || peers_[peer].failure != HM_SUCCESS) return;
-        auth::Challenge challenge;
-        if (ec || !auth::Challenge::decode(link->challenge, auth::Channel::kData, challenge)) {
+        auth::Proof proof;
+        if (ec || !link->answer.answer(
+                      link->challenge, token_,
+                      context_for(rank_.load(), peer, index, options_.sockets_per_peer), proof)) {
           fail_peer_now(peer, ec ? HM_ERR_PEER_FAILED : HM_ERR_AUTH,
                         fmt::format("{} did not answer as a Holmes endpoint{}", peer_name(peer),
                                     ec ? ": " + ec.message() : std::string()));
           return;
         }
-        link->server_nonce = challenge.server_nonce;
-        auth::Proof proof;
-        proof.client_nonce = auth::random_nonce();
-        link->client_nonce = proof.client_nonce;
-        proof.mac = auth::compute_mac(
-            options_.token, auth::Role::kClient, auth::Channel::kData, link->server_nonce,
-            proof.client_nonce, context_for(rank_.load(), peer, index, options_.sockets_per_peer));
         ByteWriter hello;
         hello.put_bytes(proof.encode());
         hello.put<std::uint32_t>(static_cast<std::uint32_t>(rank_.load()));
@@ -696,11 +685,9 @@ void TcpTransport::client_handshake(int peer, int index, const std::shared_ptr<O
                                       peer_name(peer)));
                       return;
                     }
-                    const auto expected = auth::compute_mac(
-                        options_.token, auth::Role::kServer, auth::Channel::kData,
-                        link->server_nonce, link->client_nonce,
-                        context_for(rank_.load(), peer, index, options_.sockets_per_peer));
-                    if (!auth::macs_equal(expected, verdict.mac)) {
+                    if (!link->answer.trusts(
+                            verdict, token_,
+                            context_for(rank_.load(), peer, index, options_.sockets_per_peer))) {
                       fail_peer_now(
                           peer, HM_ERR_AUTH,
                           fmt::format("{} could not prove the job token", peer_name(peer)));
@@ -785,30 +772,12 @@ void TcpTransport::send_notices(hm_status_t status, const std::string& why) {
 // Receiving
 // ---------------------------------------------------------------------------------------------
 
-void TcpTransport::accept_next() {
-  acceptor_.async_accept([this](const error_code& ec, tcp::socket socket) {
-    if (closed_ || ec == asio::error::operation_aborted) return;
-    if (ec) {
-      // Out of file descriptors or similar: back off instead of spinning on the error.
-      HM_LOG_WARN("tcp rank {}: accept failed: {}; retrying in 100 ms", rank_.load(), ec.message());
-      accept_backoff_.expires_after(std::chrono::milliseconds(100));
-      accept_backoff_.async_wait([this](const error_code& wait_ec) {
-        if (!wait_ec && !closed_) accept_next();
-      });
-      return;
-    }
-    {
-      configure(socket);
-      auto link = std::make_shared<InLink>(io_, std::move(socket));
-      error_code rec;
-      const auto remote = link->socket.remote_endpoint(rec);
-      link->remote = rec ? std::string("?")
-                         : fmt::format("{}:{}", remote.address().to_string(), remote.port());
-      in_links_.insert(link);
-      server_handshake(link);
-    }
-    accept_next();
-  });
+void TcpTransport::accepted(tcp::socket socket, std::string remote) {
+  configure(socket);
+  auto link = std::make_shared<InLink>(io_, std::move(socket));
+  link->remote = std::move(remote);
+  in_links_.insert(link);
+  server_handshake(link);
 }
 
 void TcpTransport::server_handshake(const std::shared_ptr<InLink>& link) {
@@ -816,11 +785,7 @@ void TcpTransport::server_handshake(const std::shared_ptr<InLink>& link) {
   link->timer.async_wait([this, link](const error_code& ec) {
     if (!ec && !closed_ && link->peer < 0) refuse(link, "no proof of the job token in time");
   });
-  auth::Challenge challenge;
-  challenge.channel = auth::Channel::kData;
-  challenge.server_nonce = auth::random_nonce();
-  link->server_nonce = challenge.server_nonce;
-  link->challenge = challenge.encode();
+  link->challenge = link->token_challenge.encode();
   asio::async_write(link->socket, asio::buffer(link->challenge),
                     [this, link](const error_code& ec, std::size_t) {
                       if (closed_ || link->closed) return;
@@ -855,16 +820,8 @@ void TcpTransport::check_hello(const std::shared_ptr<InLink>& link) {
   } else {
     const auto context = context_for(static_cast<int>(rank), rank_.load(), static_cast<int>(index),
                                      static_cast<int>(count));
-    const auto expected =
-        auth::compute_mac(options_.token, auth::Role::kClient, auth::Channel::kData,
-                          link->server_nonce, proof.client_nonce, context);
-    if (auth::macs_equal(expected, proof.mac)) {
-      verdict.accepted = true;
-      verdict.mac = auth::compute_mac(options_.token, auth::Role::kServer, auth::Channel::kData,
-                                      link->server_nonce, proof.client_nonce, context);
-    } else {
-      why = "wrong job token (or another communicator)";
-    }
+    verdict = link->token_challenge.judge(token_, proof, context);
+    if (!verdict.accepted) why = "wrong job token (or another communicator)";
   }
   link->verdict = verdict.encode();
   asio::async_write(link->socket, asio::buffer(link->verdict),
@@ -1125,8 +1082,7 @@ void TcpTransport::do_shutdown(hm_status_t status, const std::string& why) {
   closed_status_ = status;
   closed_why_ = why;
   error_code ignored;
-  acceptor_.close(ignored);
-  accept_backoff_.cancel();
+  listener_.close();
   // A failure (not a destroy or an abort) is worth telling the peers about.
   if (status != HM_SUCCESS && status != HM_ERR_ABORTED) send_notices(status, why);
   // Close every socket first: from here on no read can land in a caller's buffer.

@@ -25,6 +25,8 @@
 #include "core/env.hpp"
 #include "core/log.hpp"
 #include "core/status.hpp"
+#include "transports/common/job_token.hpp"
+#include "transports/common/listener.hpp"
 #include "transports/common/progress_engine.hpp"
 #include "transports/matcher.hpp"
 #include "transports/verbs/credit_window.hpp"
@@ -68,6 +70,17 @@ std::string printable(std::span<const std::uint8_t> bytes) {
     if (!std::isprint(static_cast<unsigned char>(c))) c = '?';
   }
   return text;
+}
+
+const VerbsConfig& checked(const VerbsConfig& config) {
+  require(config.data_slots >= CreditWindow::kMinSlots && config.data_slots <= kMaxSlots &&
+              config.control_slots >= CreditWindow::kMinSlots && config.control_slots <= kMaxSlots,
+          "verbs: slots per queue pair must be in [{}, {}]", CreditWindow::kMinSlots, kMaxSlots);
+  require(config.slot_bytes > kWireHeaderBytes && config.slot_bytes >= kMinSlotBytes &&
+              config.slot_bytes <= kMaxSlotBytes,
+          "verbs: slot bytes must be in [{}, {}], got {}", kMinSlotBytes, kMaxSlotBytes,
+          config.slot_bytes);
+  return config;
 }
 
 // One isend waiting for credits and send slots.
@@ -142,8 +155,7 @@ struct Dial {
   std::vector<std::uint8_t> hello;
   std::array<std::uint8_t, auth::Verdict::kWireBytes + kReplyPrefixBytes> reply{};
   std::vector<std::uint8_t> payload;
-  auth::Nonce server_nonce{};
-  auth::Nonce client_nonce{};
+  TokenAnswer answer;
 };
 
 // The listening side of a handshake.
@@ -153,7 +165,7 @@ struct Accept {
   asio::steady_timer timer;
   std::string remote;
   bool finished = false;
-  auth::Nonce server_nonce{};
+  TokenChallenge token_challenge;
   std::array<std::uint8_t, auth::Challenge::kWireBytes> challenge{};
   std::array<std::uint8_t, kHelloPrefixBytes> prefix{};
   HelloPrefix hello;
@@ -168,7 +180,7 @@ class VerbsTransport final : public Transport {
   ~VerbsTransport() override;
 
   const char* name() const override { return "verbs"; }
-  std::string listen_address() const override { return listen_address_; }
+  std::string listen_address() const override { return listener_.address(); }
   void set_peers(int rank, std::vector<std::string> addresses) override;
   CompletionPtr connect_all() override;
   CompletionPtr isend(int peer, std::uint64_t tag, std::uint32_t signature,
@@ -203,7 +215,7 @@ class VerbsTransport final : public Transport {
   void on_reply(const std::shared_ptr<Dial>& d, hm_status_t status);
 
   // Accepting (the peer sends data to this rank).
-  void accept_next();
+  void accepted(tcp::socket socket, std::string remote);
   void start_accept(const std::shared_ptr<Accept>& a);
   void check_hello(const std::shared_ptr<Accept>& a);
   void send_reply(const std::shared_ptr<Accept>& a, const auth::Verdict& verdict,
@@ -238,16 +250,15 @@ class VerbsTransport final : public Transport {
   std::string peer_name(int peer) const;
 
   TransportOptions options_;
+  JobToken token_;
   VerbsConfig config_;
   std::unique_ptr<Nic> nic_;
   PathSettings path_;
   asio::io_context io_;
   asio::executor_work_guard<asio::io_context::executor_type> work_;
-  tcp::acceptor acceptor_;
-  asio::steady_timer accept_backoff_{io_};
+  Listener listener_;
   asio::posix::stream_descriptor completion_events_{io_};
   asio::posix::stream_descriptor device_events_{io_};
-  std::string listen_address_;
 
   mutable std::mutex names_mutex_;  // addresses_ and remote_devices_ are read by link()
   std::vector<std::string> addresses_;
@@ -276,34 +287,12 @@ class VerbsTransport final : public Transport {
 VerbsTransport::VerbsTransport(const TransportOptions& options, const VerbsConfig& config,
                                std::unique_ptr<Nic> nic)
     : options_(options),
-      config_(config),
+      token_(options.token, options.context),
+      config_(checked(config)),
       nic_(std::move(nic)),
+      path_{config_.service_level, config_.traffic_class, config_.ack_timeout, config_.retry_count},
       work_(asio::make_work_guard(io_)),
-      acceptor_(io_) {
-  require(config_.data_slots >= CreditWindow::kMinSlots && config_.data_slots <= kMaxSlots &&
-              config_.control_slots >= CreditWindow::kMinSlots &&
-              config_.control_slots <= kMaxSlots,
-          "verbs: slots per queue pair must be in [{}, {}]", CreditWindow::kMinSlots, kMaxSlots);
-  require(config_.slot_bytes > kWireHeaderBytes && config_.slot_bytes >= kMinSlotBytes &&
-              config_.slot_bytes <= kMaxSlotBytes,
-          "verbs: slot bytes must be in [{}, {}], got {}", kMinSlotBytes, kMaxSlotBytes,
-          config_.slot_bytes);
-  path_ = {config_.service_level, config_.traffic_class, config_.ack_timeout, config_.retry_count};
-
-  error_code ec;
-  const auto address = asio::ip::make_address(options_.listen_host, ec);
-  if (ec) fail(HM_ERR_INVALID_ARGUMENT, "verbs: '{}' is not an IP address", options_.listen_host);
-  const tcp::endpoint endpoint(address, 0);
-  acceptor_.open(endpoint.protocol(), ec);
-  if (!ec) acceptor_.bind(endpoint, ec);
-  if (!ec) acceptor_.listen(asio::socket_base::max_listen_connections, ec);
-  if (ec) {
-    fail(HM_ERR_TRANSPORT, "verbs: cannot listen on {}: {}", options_.listen_host, ec.message());
-  }
-  const auto bound = acceptor_.local_endpoint();
-  listen_address_ = address.is_v6() ? fmt::format("[{}]:{}", address.to_string(), bound.port())
-                                    : fmt::format("{}:{}", address.to_string(), bound.port());
-
+      listener_(io_, options.listen_host, "verbs") {
   // The reactor gets its own descriptors (dup) so that closing them never closes the device's.
   const int completion_fd = ::dup(nic_->completion_fd());
   if (completion_fd < 0) {
@@ -319,7 +308,9 @@ VerbsTransport::VerbsTransport(const TransportOptions& options, const VerbsConfi
     wait_for_device_events();
   }
   wait_for_completions();
-  accept_next();
+  listener_.start([this](tcp::socket socket,
+                         std::string remote) { accepted(std::move(socket), std::move(remote)); },
+                  [this] { return rank_.load(); });
   thread_.start([this] {
     for (;;) {
       try {
@@ -957,19 +948,13 @@ void VerbsTransport::dial_failed(const std::shared_ptr<Dial>& d, hm_status_t sta
 }
 
 void VerbsTransport::on_challenge(const std::shared_ptr<Dial>& d) {
-  auth::Challenge challenge;
-  if (!auth::Challenge::decode(d->challenge, auth::Channel::kData, challenge)) {
+  auth::Proof proof;
+  if (!d->answer.answer(d->challenge, token_,
+                        handshake_context(options_.context, rank_.load(), d->peer), proof)) {
     dial_failed(d, HM_ERR_AUTH,
                 fmt::format("{} did not answer as a Holmes endpoint", peer_name(d->peer)));
     return;
   }
-  d->server_nonce = challenge.server_nonce;
-  auth::Proof proof;
-  proof.client_nonce = auth::random_nonce();
-  d->client_nonce = proof.client_nonce;
-  proof.mac = auth::compute_mac(options_.token, auth::Role::kClient, auth::Channel::kData,
-                                d->server_nonce, d->client_nonce,
-                                handshake_context(options_.context, rank_.load(), d->peer));
   const auto info = local_info(*peers_[d->peer].out).encode();
   d->hello = encode_hello(proof, static_cast<std::uint32_t>(rank_.load()), info);
   asio::async_write(
@@ -1006,10 +991,8 @@ void VerbsTransport::on_verdict(const std::shared_ptr<Dial>& d) {
   const auto verdict =
       auth::Verdict::decode(std::span<const std::uint8_t, auth::Verdict::kWireBytes>(
           d->reply.data(), auth::Verdict::kWireBytes));
-  const auto expected = auth::compute_mac(
-      options_.token, auth::Role::kServer, auth::Channel::kData, d->server_nonce, d->client_nonce,
-      handshake_context(options_.context, rank_.load(), d->peer));
-  if (!verdict.accepted || !auth::macs_equal(expected, verdict.mac)) {
+  if (!d->answer.trusts(verdict, token_,
+                        handshake_context(options_.context, rank_.load(), d->peer))) {
     dial_failed(d, HM_ERR_AUTH,
                 fmt::format("{} could not prove the job token", peer_name(d->peer)));
     return;
@@ -1074,30 +1057,13 @@ void VerbsTransport::on_reply(const std::shared_ptr<Dial>& d, hm_status_t status
   check_connected();
 }
 
-void VerbsTransport::accept_next() {
-  acceptor_.async_accept([this](const error_code& ec, tcp::socket socket) {
-    if (closed_ || ec == asio::error::operation_aborted) return;
-    if (ec) {
-      // Out of file descriptors or similar: back off instead of spinning on the error.
-      HM_LOG_WARN("verbs rank {}: accept failed: {}; retrying in 100 ms", rank_.load(),
-                  ec.message());
-      accept_backoff_.expires_after(std::chrono::milliseconds(100));
-      accept_backoff_.async_wait([this](const error_code& wait_ec) {
-        if (!wait_ec && !closed_) accept_next();
-      });
-      return;
-    }
-    auto a = std::make_shared<Accept>(io_, std::move(socket));
-    error_code rec;
-    const auto remote = a->socket.remote_endpoint(rec);
-    a->remote =
-        rec ? std::string("?") : fmt::format("{}:{}", remote.address().to_string(), remote.port());
-    error_code ignored;
-    a->socket.set_option(tcp::no_delay(true), ignored);
-    accepts_.insert(a);
-    start_accept(a);
-    accept_next();
-  });
+void VerbsTransport::accepted(tcp::socket socket, std::string remote) {
+  auto a = std::make_shared<Accept>(io_, std::move(socket));
+  a->remote = std::move(remote);
+  error_code ignored;
+  a->socket.set_option(tcp::no_delay(true), ignored);
+  accepts_.insert(a);
+  start_accept(a);
 }
 
 void VerbsTransport::start_accept(const std::shared_ptr<Accept>& a) {
@@ -1105,11 +1071,7 @@ void VerbsTransport::start_accept(const std::shared_ptr<Accept>& a) {
   a->timer.async_wait([this, a](const error_code& ec) {
     if (!ec && !a->finished) refuse(a, "no complete handshake in time");
   });
-  auth::Challenge challenge;
-  challenge.channel = auth::Channel::kData;
-  challenge.server_nonce = auth::random_nonce();
-  a->server_nonce = challenge.server_nonce;
-  a->challenge = challenge.encode();
+  a->challenge = a->token_challenge.encode();
   asio::async_write(
       a->socket, asio::buffer(a->challenge), [this, a](const error_code& ec, std::size_t) {
         if (a->finished) return;
@@ -1148,10 +1110,8 @@ void VerbsTransport::check_hello(const std::shared_ptr<Accept>& a) {
   }
   const int peer = static_cast<int>(rank);
   const auto context = handshake_context(options_.context, peer, rank_.load());
-  const auto expected = auth::compute_mac(options_.token, auth::Role::kClient, auth::Channel::kData,
-                                          a->server_nonce, a->hello.proof.client_nonce, context);
-  auth::Verdict verdict;
-  if (!auth::macs_equal(expected, a->hello.proof.mac)) {
+  const auth::Verdict verdict = a->token_challenge.judge(token_, a->hello.proof, context);
+  if (!verdict.accepted) {
     HM_LOG_WARN(
         "verbs rank {}: refused a handshake from {}: wrong job token (or another "
         "communicator)",
@@ -1162,9 +1122,6 @@ void VerbsTransport::check_hello(const std::shared_ptr<Accept>& a) {
                       [this, a](const error_code&, std::size_t) { end_accept(a); });
     return;
   }
-  verdict.accepted = true;
-  verdict.mac = auth::compute_mac(options_.token, auth::Role::kServer, auth::Channel::kData,
-                                  a->server_nonce, a->hello.proof.client_nonce, context);
   auto& p = peers_[peer];
   const auto answer = [&](hm_status_t status, const std::string& text) {
     send_reply(a, verdict, status, std::vector<std::uint8_t>(text.begin(), text.end()));
@@ -1305,9 +1262,7 @@ void VerbsTransport::do_shutdown(hm_status_t status, const std::string& why) {
   closed_ = true;
   closed_status_ = status;
   closed_why_ = why;
-  error_code ignored;
-  acceptor_.close(ignored);
-  accept_backoff_.cancel();
+  listener_.close();
   for (auto& d : std::vector<std::shared_ptr<Dial>>(dials_.begin(), dials_.end())) end_dial(d);
   for (auto& a : std::vector<std::shared_ptr<Accept>>(accepts_.begin(), accepts_.end())) {
     end_accept(a);
