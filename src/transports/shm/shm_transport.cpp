@@ -28,6 +28,7 @@
 #include "core/status.hpp"
 #include "transports/common/caller_drivers.hpp"
 #include "transports/common/caller_progress.hpp"
+#include "transports/common/peer_table.hpp"
 #include "transports/common/progress_engine.hpp"
 #include "transports/common/turn_lock.hpp"
 #include "transports/matcher.hpp"
@@ -172,8 +173,7 @@ struct Peer {
   std::string address;
   std::unique_ptr<SendLane> lane = std::make_unique<SendLane>();
   bool served = false;
-  hm_status_t failure = HM_SUCCESS;
-  std::string failure_message;
+  PeerFailure failure;
 
   // Sending: the peer's segment and this rank's ring in it.
   std::unique_ptr<PeerSegment> segment;
@@ -248,7 +248,7 @@ class ShmTransport final : public Transport, public SharedBoard {
   std::chrono::microseconds yield_before_sleep(int) const override { return tuning_.poll_window; }
   void fail_peer(int peer, hm_status_t status, const std::string& message) override;
   void set_peer_failure_listener(PeerFailureListener listener) override {
-    failure_listener_ = std::move(listener);
+    failure_listener_.set(std::move(listener));
   }
 
   // For CallerProgress: a waiting caller's share of the progress loop.
@@ -369,10 +369,8 @@ class ShmTransport final : public Transport, public SharedBoard {
   // A word of this process's memory a consumer reads to test cross-memory attach.
   std::uint64_t cma_probe_ = 0;
 
-  mutable std::mutex addresses_mutex_;  // addresses_ is also read by link() on other threads
-  std::vector<std::string> addresses_;
-  std::atomic<int> rank_{-1};
-  std::atomic<int> size_{0};  // 0 until set_peers
+  // Also read by link() and requests on other threads; set once the progress thread starts.
+  PeerDirectory directory_{"shm"};
 
   // Callers -> progress thread.
   std::mutex mutex_;
@@ -410,12 +408,12 @@ class ShmTransport final : public Transport, public SharedBoard {
   // Progress state.
   std::vector<Peer> peers_;
   Matcher matcher_{[this](int peer) { return peer_name(peer); }};
-  std::vector<CompletionPtr> connect_waiters_;
-  PeerFailureListener failure_listener_;
+  ConnectWaiters connect_waiters_;
+  FailureListener failure_listener_;
   int served_ = 0;
   int verified_ = 0;  // served peers whose attach to this segment was verified
   Clock::time_point next_liveness_{};
-  bool closed_ = false;
+  ClosedState closed_;
 };
 
 ShmTransport::ShmTransport(const TransportOptions& options, const ShmTuning& tuning)
@@ -436,10 +434,9 @@ ShmTransport::~ShmTransport() {
 
 void ShmTransport::set_peers(int rank, std::vector<std::string> addresses) {
   const auto size = static_cast<int>(addresses.size());
-  require(rank >= 0 && rank < size, "shm: rank {} outside [0, {})", rank, size);
+  directory_.check(rank, addresses.size());
   require(size <= static_cast<int>(kMaxRings), "shm: {} ranks, at most {} supported", size,
           kMaxRings);
-  require(size_.load() == 0, "shm: peers were already set");
   std::vector<bool> serve(addresses.size(), false);
   int served = 0;
   for (int p = 0; p < size; ++p) {
@@ -464,14 +461,9 @@ void ShmTransport::set_peers(int rank, std::vector<std::string> addresses) {
     peers_[static_cast<std::size_t>(p)].served = serve[static_cast<std::size_t>(p)];
   }
   served_ = served;
-  {
-    std::lock_guard lock(addresses_mutex_);
-    addresses_ = std::move(addresses);
-  }
-  rank_ = rank;
   std::lock_guard lock(mutex_);
   if (!accepting_) return;  // shut down before it started
-  size_.store(size);
+  directory_.set(rank, std::move(addresses));
   thread_.start([this] { run(); });
 }
 
@@ -505,8 +497,7 @@ CompletionPtr ShmTransport::connect_all() {
 
 CompletionPtr ShmTransport::isend(int peer, std::uint64_t tag, std::uint32_t signature,
                                   std::span<const std::byte> data) {
-  require(peer >= 0 && peer < size_.load() && peer != rank_.load(), "shm: cannot send to rank {}",
-          peer);
+  directory_.require_peer(peer, "send to");
   auto request = std::make_shared<Completion>();
   std::uint64_t sent = 0;
   if (write_directly(peer, tag, signature, data, sent)) {
@@ -582,8 +573,7 @@ CompletionPtr ShmTransport::irecv_reduce(int peer, std::uint64_t tag, std::uint3
 CompletionPtr ShmTransport::post_receive(int peer, std::uint64_t tag, std::uint32_t signature,
                                          std::span<std::byte> data,
                                          const std::optional<ReceiveCombine>& combine) {
-  require(peer >= 0 && peer < size_.load() && peer != rank_.load(),
-          "shm: cannot receive from rank {}", peer);
+  directory_.require_peer(peer, "receive from");
   auto request = std::make_shared<Completion>();
   if (tuning_.caller_progress) request->set_progress(caller_progress_);
   Command c;
@@ -605,14 +595,14 @@ bool ShmTransport::post_directly(Command& c) {
   bool posted = false;
   bool wake_needed = false;
   turn_.try_run([&] {
-    if (closed_) return;
+    if (closed_.closed()) return;
     {
       std::lock_guard queue(mutex_);
       if (!accepting_ || !thread_.started()) return;
     }
     posted = true;
     take_commands();  // whatever was queued before this receive goes first
-    if (!closed_) {
+    if (!closed_.closed()) {
       try {
         handle(c);
       } catch (const std::exception& e) {  // out of memory in the matcher: fail this request only
@@ -633,9 +623,9 @@ void ShmTransport::poll(const Completion*) {
   // call) and leaves every ring read.
   bool ended = false;
   turn_.try_run([&] {
-    if (closed_) return;
+    if (closed_.closed()) return;
     pass();
-    ended = closed_;
+    ended = closed_.closed();
   });
   if (ended) wake();  // the progress thread finishes the shutdown
 }
@@ -670,8 +660,8 @@ void ShmTransport::stop_polling(bool satisfied) {
   // that costs no system call when it is the one awake.
   bool wake_needed = true;
   turn_.try_run([&] {
-    if (!closed_ && doorbell_value(own_.header()) != last_pass_seen_) pass();
-    wake_needed = closed_ || progress_thread_needed(Clock::now());
+    if (!closed_.closed() && doorbell_value(own_.header()) != last_pass_seen_) pass();
+    wake_needed = closed_.closed() || progress_thread_needed(Clock::now());
   });
   if (wake_needed) wake();
 }
@@ -717,7 +707,7 @@ PeerSegment* ShmTransport::board_peer(int peer) {
 }
 
 std::optional<BoardEntry> ShmTransport::read(int peer, std::uint64_t round) {
-  require(peer >= 0 && peer < size_.load() && peer != rank_.load(),
+  require(peer >= 0 && peer < directory_.size() && peer != directory_.rank(),
           "shm: no board of rank {} to read", peer);
   if (load_acquire(own_.header().closed) != 0) {
     std::lock_guard lock(mutex_);
@@ -809,9 +799,7 @@ void ShmTransport::shutdown(hm_status_t status, const std::string& why, bool wai
 }
 
 LinkProperties ShmTransport::link(int peer) const {
-  std::lock_guard lock(addresses_mutex_);
-  const std::string where =
-      peer >= 0 && static_cast<std::size_t>(peer) < addresses_.size() ? addresses_[peer] : "?";
+  const std::string where = directory_.address(peer);
   const auto ring = own_.ring_bytes();
   return {"shm",
           fmt::format("shm {} ring {}{}", where, mib(ring),
@@ -821,9 +809,7 @@ LinkProperties ShmTransport::link(int peer) const {
 }
 
 std::string ShmTransport::peer_name(int peer) const {
-  std::lock_guard lock(addresses_mutex_);
-  const std::string where =
-      peer >= 0 && static_cast<std::size_t>(peer) < addresses_.size() ? addresses_[peer] : "?";
+  const std::string where = directory_.address(peer);
   return fmt::format("rank {} (shm {})", peer, where);
 }
 
@@ -843,7 +829,7 @@ void ShmTransport::run() {
   while (true) {
     const Next next = turn_.run([this] {
       Next n;
-      if (closed_) {
+      if (closed_.closed()) {
         n.stop = true;
         return n;
       }
@@ -851,7 +837,7 @@ void ShmTransport::run() {
       // Read the doorbell before looking for work: anything that arrives after this moves it.
       n.busy = pass();
       n.seen = last_pass_seen_;
-      if (closed_) {
+      if (closed_.closed()) {
         n.stop = true;
       } else if (!n.busy) {
         const auto now = Clock::now();
@@ -893,7 +879,7 @@ void ShmTransport::run() {
 bool ShmTransport::pass() {
   last_pass_seen_ = doorbell_value(own_.header());
   bool busy = take_commands();
-  if (closed_) return busy;
+  if (closed_.closed()) return busy;
   try {
     const auto now = Clock::now();
     busy |= attach_peers(now);
@@ -908,7 +894,7 @@ bool ShmTransport::pass() {
     // than terminate the process from this thread.
     const bool memory = dynamic_cast<const std::bad_alloc*>(&e) != nullptr;
     const auto why = fmt::format("shm: the progress loop failed: {}", e.what());
-    HM_LOG_ERROR("shm rank {}: {}", rank_.load(), why);
+    HM_LOG_ERROR("shm rank {}: {}", directory_.rank(), why);
     do_shutdown(memory ? HM_ERR_OUT_OF_MEMORY : HM_ERR_INTERNAL, why);
   }
   return busy;
@@ -921,7 +907,7 @@ std::chrono::nanoseconds ShmTransport::sleep_bound(Clock::time_point now, bool l
   Clock::time_point until = now + kIdleWait;
   if (liveness) until = std::min(until, std::max(now, next_liveness_));
   for (const auto& p : peers_) {
-    if (p.attach_wanted && !p.segment && p.failure == HM_SUCCESS) {
+    if (p.attach_wanted && !p.segment && !p.failure.failed()) {
       until = std::min(until, p.next_attach_try);
     }
     if (p.waiting_for_space) until = std::min(until, now + kSpaceWait);
@@ -943,7 +929,7 @@ bool ShmTransport::take_commands() {
     commands_queued_.store(false, std::memory_order_relaxed);
   }
   for (auto& c : batch) {
-    if (closed_) {
+    if (closed_.closed()) {
       if (c.request) c.request->complete(final_status_, final_why_);
       if (c.done) c.done->set_value();
       continue;
@@ -962,7 +948,7 @@ void ShmTransport::handle(Command& c) {
   switch (c.kind) {
     case Command::Kind::kSend: {
       auto& p = peers_[static_cast<std::size_t>(c.peer)];
-      if (!p.served || p.failure != HM_SUCCESS) {
+      if (!p.served || p.failure.failed()) {
         {
           std::lock_guard lock(p.lane->mutex);
           --p.lane->handed_off;
@@ -971,7 +957,7 @@ void ShmTransport::handle(Command& c) {
           c.request->complete(HM_ERR_INVALID_ARGUMENT,
                               fmt::format("shm: rank {} is not reached through shm", c.peer));
         } else {
-          c.request->complete(p.failure, p.failure_message);
+          c.request->complete(p.failure.status, p.failure.message);
         }
       } else {
         p.sends.push_back(SendOp{c.request, c.tag, c.signature, c.send_data, c.sent});
@@ -987,8 +973,8 @@ void ShmTransport::handle(Command& c) {
         break;
       }
       if (matcher_.post(c.peer, c.tag, c.signature, c.recv_data, c.request, c.combine)) break;
-      if (p.failure != HM_SUCCESS) {
-        matcher_.fail_posted(c.peer, c.tag, p.failure, p.failure_message);
+      if (p.failure.failed()) {
+        matcher_.fail_posted(c.peer, c.tag, p.failure.status, p.failure.message);
         break;
       }
       // Delivered receives leave their entry behind (erased here in bulk rather than on every
@@ -1009,7 +995,7 @@ void ShmTransport::handle(Command& c) {
       break;
     }
     case Command::Kind::kConnect:
-      connect_waiters_.push_back(c.request);
+      connect_waiters_.add(c.request);
       for (std::size_t p = 0; p < peers_.size(); ++p) {
         if (peers_[p].served) want_attach(static_cast<int>(p));
       }
@@ -1041,7 +1027,7 @@ void ShmTransport::handle(Command& c) {
 
 void ShmTransport::want_attach(int peer) {
   auto& p = peers_[static_cast<std::size_t>(peer)];
-  if (p.attach_wanted || p.segment || p.failure != HM_SUCCESS || !p.ending.empty()) return;
+  if (p.attach_wanted || p.segment || p.failure.failed() || !p.ending.empty()) return;
   p.attach_wanted = true;
   const auto now = Clock::now();
   p.attach_deadline = now + options_.connect_timeout;
@@ -1053,7 +1039,7 @@ bool ShmTransport::attach_peers(Clock::time_point now) {
   const PeerSegment::Expect base{-1, static_cast<std::uint32_t>(peers_.size()), context_hash_};
   for (std::size_t i = 0; i < peers_.size(); ++i) {
     auto& p = peers_[i];
-    if (!p.attach_wanted || p.segment || p.failure != HM_SUCCESS || now < p.next_attach_try) {
+    if (!p.attach_wanted || p.segment || p.failure.failed() || now < p.next_attach_try) {
       continue;
     }
     const int peer = static_cast<int>(i);
@@ -1095,7 +1081,7 @@ bool ShmTransport::attach_peers(Clock::time_point now) {
 
 void ShmTransport::attach(int peer, std::unique_ptr<PeerSegment> segment) {
   auto& p = peers_[static_cast<std::size_t>(peer)];
-  const int rank = rank_.load();
+  const int rank = directory_.rank();
   RingControl& control = segment->control(rank);
   if (load_acquire(control.attached) != 0) {
     peer_gone(peer, HM_ERR_TRANSPORT,
@@ -1134,18 +1120,16 @@ void ShmTransport::attach(int peer, std::unique_ptr<PeerSegment> segment) {
 }
 
 void ShmTransport::check_connected() {
-  if (connect_waiters_.empty()) return;
-  for (const auto& p : peers_) {
-    if (!p.served) continue;
-    if (p.failure != HM_SUCCESS) {
-      for (auto& w : connect_waiters_) w->complete(p.failure, p.failure_message);
-      connect_waiters_.clear();
-      return;
-    }
-    if (!p.segment) return;
-  }
-  for (auto& w : connect_waiters_) w->complete();
-  connect_waiters_.clear();
+  connect_waiters_.settle(
+      static_cast<int>(peers_.size()),
+      [this](int peer) {
+        const auto& p = peers_[static_cast<std::size_t>(peer)];
+        if (!p.served) return ConnectWaiters::Peer::kNotServed;
+        return p.segment ? ConnectWaiters::Peer::kConnected : ConnectWaiters::Peer::kConnecting;
+      },
+      [this](int peer) -> const PeerFailure& {
+        return peers_[static_cast<std::size_t>(peer)].failure;
+      });
 }
 
 void ShmTransport::maybe_unlink() {
@@ -1161,7 +1145,7 @@ void ShmTransport::maybe_unlink() {
 bool ShmTransport::read_rings(Clock::time_point now) {
   bool busy = false;
   for (std::size_t i = 0; i < peers_.size(); ++i) {
-    if (peers_[i].served && peers_[i].failure == HM_SUCCESS) {
+    if (peers_[i].served && !peers_[i].failure.failed()) {
       busy |= read_ring(static_cast<int>(i), now);
     }
   }
@@ -1170,7 +1154,7 @@ bool ShmTransport::read_rings(Clock::time_point now) {
 
 bool ShmTransport::verify_producer(int peer) {
   auto& p = peers_[static_cast<std::size_t>(peer)];
-  const int rank = rank_.load();
+  const int rank = directory_.rank();
   RingControl& control = own_.control(peer);
   if (!proofs_.proves_producer(own_.header(), control, peer, rank)) {
     peer_gone(peer, HM_ERR_AUTH,
@@ -1231,14 +1215,14 @@ bool ShmTransport::read_ring(int peer, Clock::time_point now) {
   bool busy = false;
   std::uint64_t bytes = 0;
   std::string corrupt;
-  while (bytes < kPassBytes && p.failure == HM_SUCCESS) {
+  while (bytes < kPassBytes && !p.failure.failed()) {
     auto record = p.reader->next(corrupt);
     if (!record) break;
     busy = true;
     const std::uint64_t size = record->end - record->start;
     bytes += size;
     bool keep = !closed && !ending;
-    if (!on_record(peer, *record, keep) || p.failure != HM_SUCCESS) return true;
+    if (!on_record(peer, *record, keep) || p.failure.failed()) return true;
     if (keep) {
       p.held_by_tag[record->header.tag].push_back(p.held_base + p.held.size());
       p.held_bytes += size;
@@ -1348,7 +1332,7 @@ void ShmTransport::deliver_held(int peer, std::uint64_t tag) {
 
 void ShmTransport::evict_held(int peer, std::uint64_t limit) {
   auto& p = peers_[static_cast<std::size_t>(peer)];
-  while (p.failure == HM_SUCCESS && p.held_bytes > 0 && !p.held.empty() &&
+  while (!p.failure.failed() && p.held_bytes > 0 && !p.held.empty() &&
          p.reader->cursor() - p.reader->released() > limit) {
     Held& h = p.held.front();  // the oldest: release_done() leaves a waiting one in front
     if (h.done) {
@@ -1465,7 +1449,7 @@ bool ShmTransport::expire_parked(Clock::time_point now) {
   bool busy = false;
   for (std::size_t i = 0; i < peers_.size(); ++i) {
     auto& p = peers_[i];
-    for (auto it = p.parked.begin(); it != p.parked.end() && p.failure == HM_SUCCESS;) {
+    for (auto it = p.parked.begin(); it != p.parked.end() && !p.failure.failed();) {
       if (now - it->second.since < tuning_.park_grace) {
         ++it;
         continue;
@@ -1494,7 +1478,7 @@ bool ShmTransport::continue_pulls() {
   bool busy = false;
   for (std::size_t i = 0; i < peers_.size(); ++i) {
     auto& p = peers_[i];
-    if (p.pulls.empty() || p.failure != HM_SUCCESS) continue;
+    if (p.pulls.empty() || p.failure.failed()) continue;
     const int peer = static_cast<int>(i);
     busy = true;
     Pull& pull = p.pulls.front();
@@ -1546,7 +1530,7 @@ bool ShmTransport::write_rings() {
   bool busy = false;
   for (std::size_t i = 0; i < peers_.size(); ++i) {
     auto& p = peers_[i];
-    if (p.writer && p.failure == HM_SUCCESS && (!p.sends.empty() || !p.awaiting.empty())) {
+    if (p.writer && !p.failure.failed() && (!p.sends.empty() || !p.awaiting.empty())) {
       busy |= write_ring(static_cast<int>(i));
     }
   }
@@ -1697,8 +1681,7 @@ void ShmTransport::check_liveness(Clock::time_point now) {
   if (!pending) return;
   for (std::size_t i = 0; i < peers_.size(); ++i) {
     auto& p = peers_[i];
-    if (!p.served || p.failure != HM_SUCCESS || !p.pid_checkable || p.pid <= 0 ||
-        !p.ending.empty()) {
+    if (!p.served || p.failure.failed() || !p.pid_checkable || p.pid <= 0 || !p.ending.empty()) {
       continue;
     }
     if (process_ended(p.pid)) {
@@ -1715,7 +1698,7 @@ void ShmTransport::check_liveness(Clock::time_point now) {
 
 void ShmTransport::end_after_drain(int peer, hm_status_t status, std::string message, bool log) {
   auto& p = peers_[static_cast<std::size_t>(peer)];
-  if (p.failure != HM_SUCCESS || !p.ending.empty()) return;
+  if (p.failure.failed() || !p.ending.empty()) return;
   p.ending = std::move(message);
   p.ending_status = status;
   p.ending_logged = log;
@@ -1726,10 +1709,9 @@ void ShmTransport::end_after_drain(int peer, hm_status_t status, std::string mes
 
 void ShmTransport::peer_gone(int peer, hm_status_t status, const std::string& message, bool log) {
   auto& p = peers_[static_cast<std::size_t>(peer)];
-  if (p.failure != HM_SUCCESS) return;
-  if (log) HM_LOG_WARN("shm rank {}: {}", rank_.load(), message);
-  p.failure = status;
-  p.failure_message = message;
+  if (p.failure.failed()) return;
+  if (log) HM_LOG_WARN("shm rank {}: {}", directory_.rank(), message);
+  p.failure.set(status, message);
   {
     std::lock_guard lock(board_mutex_);
     board_failures_[static_cast<std::size_t>(peer)] = {status, message};
@@ -1760,12 +1742,11 @@ void ShmTransport::peer_gone(int peer, hm_status_t status, const std::string& me
   p.sends.clear();
   matcher_.fail_peer(peer, status, message);
   check_connected();
-  if (failure_listener_) failure_listener_(peer, status, message);
+  failure_listener_(peer, status, message);
 }
 
 void ShmTransport::do_shutdown(hm_status_t status, const std::string& why) {
-  if (closed_) return;
-  closed_ = true;
+  if (!closed_.close(status, why)) return;
   {
     std::lock_guard lock(mutex_);
     final_status_ = status;
@@ -1802,8 +1783,7 @@ void ShmTransport::do_shutdown(hm_status_t status, const std::string& why) {
     p.sends.clear();
   }
   matcher_.fail_all(status, why);
-  for (auto& w : connect_waiters_) w->complete(status, why);
-  connect_waiters_.clear();
+  connect_waiters_.complete_all(status, why);
   own_.unlink();
 }
 

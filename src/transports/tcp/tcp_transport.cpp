@@ -28,6 +28,7 @@
 #include "core/status.hpp"
 #include "transports/common/job_token.hpp"
 #include "transports/common/listener.hpp"
+#include "transports/common/peer_table.hpp"
 #include "transports/common/progress_engine.hpp"
 #include "transports/matcher.hpp"
 #include "transports/tcp/congestion.hpp"
@@ -136,8 +137,7 @@ struct PeerState {
   int in_closed = 0;
   bool gone = false;        // all its links to us closed: it will send nothing more
   bool send_reset = false;  // a send to it failed with a reset; its failure waits for a notice
-  hm_status_t failure = HM_SUCCESS;
-  std::string failure_message;
+  PeerFailure failure;
 };
 
 class TcpTransport final : public Transport {
@@ -171,7 +171,7 @@ class TcpTransport final : public Transport {
   Progress* caller_progress() override { return engine_.caller_progress(); }
   void fail_peer(int peer, hm_status_t status, const std::string& message) override;
   void set_peer_failure_listener(PeerFailureListener listener) override {
-    failure_listener_ = std::move(listener);
+    failure_listener_.set(std::move(listener));
   }
 
  private:
@@ -257,20 +257,14 @@ class TcpTransport final : public Transport {
                           [this] { asio::post(io_, [] {}); }}};
   Listener listener_;
 
-  mutable std::mutex addresses_mutex_;  // addresses_ is also read by link() on other threads
-  std::vector<std::string> addresses_;
-
-  std::atomic<int> rank_{-1};
-  std::atomic<int> size_{0};  // 0 until set_peers
+  PeerDirectory directory_{"tcp"};  // also read by link() and requests on other threads
   std::vector<PeerState> peers_;
   std::unordered_set<std::shared_ptr<InLink>> in_links_;
   std::vector<std::shared_ptr<InLink>> early_hellos_;  // proven later, once peers are known
-  std::vector<CompletionPtr> connect_waiters_;
-  PeerFailureListener failure_listener_;
+  ConnectWaiters connect_waiters_;
+  FailureListener failure_listener_;
   Matcher matcher_{[this](int peer) { return peer_name(peer); }};
-  bool closed_ = false;
-  hm_status_t closed_status_ = HM_SUCCESS;
-  std::string closed_why_;
+  ClosedState closed_;
   std::atomic<bool> shutdown_requested_{false};
   ProgressThread thread_;
 };
@@ -284,7 +278,7 @@ TcpTransport::TcpTransport(const TcpOptions& options)
       listener_(io_, options.listen_host, "tcp") {
   listener_.start([this](tcp::socket socket,
                          std::string remote) { accepted(std::move(socket), std::move(remote)); },
-                  [this] { return rank_.load(); });
+                  [this] { return directory_.rank(); });
   thread_.start([this] { io_loop(); });
 }
 
@@ -326,15 +320,7 @@ void TcpTransport::driven_poll(const Completion* awaited) {
 }
 
 void TcpTransport::set_peers(int rank, std::vector<std::string> addresses) {
-  const auto size = static_cast<int>(addresses.size());
-  require(rank >= 0 && rank < size, "tcp: rank {} outside [0, {})", rank, size);
-  require(size_.load() == 0, "tcp: peers were already set");
-  {
-    std::lock_guard lock(addresses_mutex_);
-    addresses_ = addresses;
-  }
-  rank_ = rank;
-  size_.store(size);
+  directory_.set(rank, addresses);
   hand_to_io([this, addresses = std::move(addresses)] {
     peers_.resize(addresses.size());
     for (std::size_t i = 0; i < addresses.size(); ++i) peers_[i].address = addresses[i];
@@ -350,13 +336,10 @@ void TcpTransport::set_peers(int rank, std::vector<std::string> addresses) {
 CompletionPtr TcpTransport::connect_all() {
   auto done = std::make_shared<Completion>();
   hand_to_io([this, done] {
-    if (closed_) {
-      done->complete(closed_status_, closed_why_);
-      return;
-    }
-    connect_waiters_.push_back(done);
+    if (closed_.fail(done)) return;
+    connect_waiters_.add(done);
     for (std::size_t peer = 0; peer < peers_.size(); ++peer) {
-      if (static_cast<int>(peer) != rank_.load() && !peers_[peer].address.empty() &&
+      if (static_cast<int>(peer) != directory_.rank() && !peers_[peer].address.empty() &&
           !peers_[peer].connecting) {
         connect_peer(static_cast<int>(peer));
       }
@@ -367,27 +350,24 @@ CompletionPtr TcpTransport::connect_all() {
 }
 
 void TcpTransport::check_connected() {
-  if (connect_waiters_.empty()) return;
-  for (std::size_t peer = 0; peer < peers_.size(); ++peer) {
-    const auto& p = peers_[peer];
-    if (p.failure != HM_SUCCESS) {
-      for (auto& w : connect_waiters_) w->complete(p.failure, p.failure_message);
-      connect_waiters_.clear();
-      return;
-    }
-    if (static_cast<int>(peer) != rank_.load() && !p.address.empty() &&
-        p.out_ready < options_.sockets_per_peer) {
-      return;
-    }
-  }
-  for (auto& w : connect_waiters_) w->complete();
-  connect_waiters_.clear();
+  connect_waiters_.settle(
+      static_cast<int>(peers_.size()),
+      [this](int peer) {
+        const auto& p = peers_[static_cast<std::size_t>(peer)];
+        if (peer == directory_.rank() || p.address.empty()) {
+          return ConnectWaiters::Peer::kNotServed;
+        }
+        return p.out_ready < options_.sockets_per_peer ? ConnectWaiters::Peer::kConnecting
+                                                       : ConnectWaiters::Peer::kConnected;
+      },
+      [this](int peer) -> const PeerFailure& {
+        return peers_[static_cast<std::size_t>(peer)].failure;
+      });
 }
 
 CompletionPtr TcpTransport::isend(int peer, std::uint64_t tag, std::uint32_t signature,
                                   std::span<const std::byte> data) {
-  require(peer >= 0 && peer < size_.load() && peer != rank_.load(), "tcp: cannot send to rank {}",
-          peer);
+  directory_.require_peer(peer, "send to");
   require(tag != kNoticeTag, "tcp: tag {:#x} is reserved for the transport", tag);
   auto request = std::make_shared<Completion>();
   request->set_progress(engine_.request_progress());
@@ -411,8 +391,7 @@ CompletionPtr TcpTransport::irecv_reduce(int peer, std::uint64_t tag, std::uint3
 CompletionPtr TcpTransport::post_receive(int peer, std::uint64_t tag, std::uint32_t signature,
                                          std::span<std::byte> data,
                                          const std::optional<ReceiveCombine>& combine) {
-  require(peer >= 0 && peer < size_.load() && peer != rank_.load(),
-          "tcp: cannot receive from rank {}", peer);
+  directory_.require_peer(peer, "receive from");
   auto request = std::make_shared<Completion>();
   request->set_progress(engine_.request_progress());
   run_or_hand([this, peer, tag, signature, data, request, combine] {
@@ -440,16 +419,12 @@ void TcpTransport::shutdown(hm_status_t status, const std::string& why, bool wai
 }
 
 LinkProperties TcpTransport::link(int peer) const {
-  std::lock_guard lock(addresses_mutex_);
-  const std::string where =
-      peer >= 0 && static_cast<std::size_t>(peer) < addresses_.size() ? addresses_[peer] : "?";
+  const std::string where = directory_.address(peer);
   return {"tcp", fmt::format("tcp {} x{} sockets", where, options_.sockets_per_peer), 0, 0};
 }
 
 std::string TcpTransport::peer_name(int peer) const {
-  std::lock_guard lock(addresses_mutex_);
-  const std::string where =
-      peer >= 0 && static_cast<std::size_t>(peer) < addresses_.size() ? addresses_[peer] : "?";
+  const std::string where = directory_.address(peer);
   return fmt::format("rank {} (tcp {})", peer, where);
 }
 
@@ -506,13 +481,10 @@ void TcpTransport::configure(tcp::socket& socket) const {
 
 void TcpTransport::start_send(int peer, std::uint64_t tag, std::uint32_t signature,
                               std::span<const std::byte> data, const CompletionPtr& request) {
-  if (closed_) {
-    request->complete(closed_status_, closed_why_);
-    return;
-  }
+  if (closed_.fail(request)) return;
   auto& p = peers_[peer];
-  if (p.failure != HM_SUCCESS) {
-    request->complete(p.failure, p.failure_message);
+  if (p.failure.failed()) {
+    request->complete(p.failure.status, p.failure.message);
     return;
   }
   const std::size_t total = data.size();
@@ -575,7 +547,8 @@ void TcpTransport::write_next(int peer, const std::shared_ptr<OutLink>& link) {
       asio::buffer(f.trailer, f.checksum ? kChecksumBytes : 0)};
   asio::async_write(
       link->socket, buffers, AllAtOnce(), [this, peer, link](const error_code& ec, std::size_t) {
-        if (closed_ || link->queue.empty()) return;  // shut down: the op was already failed
+        if (closed_.closed() || link->queue.empty())
+          return;  // shut down: the op was already failed
         if (ec) {
           const auto message = link_down(peer, ec).value_or(
               fmt::format("sending to {} failed: {}", peer_name(peer), ec.message()));
@@ -624,13 +597,13 @@ void TcpTransport::connect_peer(int peer) {
     p.out.push_back(link);
     link->timer.expires_after(options_.connect_timeout);
     link->timer.async_wait([this, peer, link](const error_code& ec) {
-      if (ec || closed_ || link->ready) return;
+      if (ec || closed_.closed() || link->ready) return;
       fail_peer_now(peer, HM_ERR_TIMEOUT,
                     fmt::format("could not connect to {} within {} ms", peer_name(peer),
                                 options_.connect_timeout.count()));
     });
     link->socket.async_connect(endpoint, [this, peer, i, link](const error_code& ec) {
-      if (closed_ || peers_[peer].failure != HM_SUCCESS) return;
+      if (closed_.closed() || peers_[peer].failure.failed()) return;
       if (ec) {
         fail_peer_now(peer, HM_ERR_PEER_FAILED,
                       fmt::format("cannot connect to {}: {}", peer_name(peer), ec.message()));
@@ -646,11 +619,12 @@ void TcpTransport::client_handshake(int peer, int index, const std::shared_ptr<O
   asio::async_read(
       link->socket, asio::buffer(link->challenge),
       [this, peer, index, link](const error_code& ec, std::size_t) {
-        if (closed_ || peers_[peer].failure != HM_SUCCESS) return;
+        if (closed_.closed() || peers_[peer].failure.failed()) return;
         auth::Proof proof;
-        if (ec || !link->answer.answer(
-                      link->challenge, token_,
-                      context_for(rank_.load(), peer, index, options_.sockets_per_peer), proof)) {
+        if (ec ||
+            !link->answer.answer(
+                link->challenge, token_,
+                context_for(directory_.rank(), peer, index, options_.sockets_per_peer), proof)) {
           fail_peer_now(peer, ec ? HM_ERR_PEER_FAILED : HM_ERR_AUTH,
                         fmt::format("{} did not answer as a Holmes endpoint{}", peer_name(peer),
                                     ec ? ": " + ec.message() : std::string()));
@@ -658,14 +632,14 @@ void TcpTransport::client_handshake(int peer, int index, const std::shared_ptr<O
         }
         ByteWriter hello;
         hello.put_bytes(proof.encode());
-        hello.put<std::uint32_t>(static_cast<std::uint32_t>(rank_.load()));
+        hello.put<std::uint32_t>(static_cast<std::uint32_t>(directory_.rank()));
         hello.put<std::uint32_t>(static_cast<std::uint32_t>(index));
         hello.put<std::uint32_t>(static_cast<std::uint32_t>(options_.sockets_per_peer));
         link->hello = std::move(hello.bytes());
         asio::async_write(
             link->socket, asio::buffer(link->hello),
             [this, peer, index, link](const error_code& ec, std::size_t) {
-              if (closed_ || peers_[peer].failure != HM_SUCCESS) return;
+              if (closed_.closed() || peers_[peer].failure.failed()) return;
               if (ec) {
                 fail_peer_now(
                     peer, HM_ERR_PEER_FAILED,
@@ -675,7 +649,7 @@ void TcpTransport::client_handshake(int peer, int index, const std::shared_ptr<O
               asio::async_read(
                   link->socket, asio::buffer(link->verdict),
                   [this, peer, index, link](const error_code& ec, std::size_t) {
-                    if (closed_ || peers_[peer].failure != HM_SUCCESS) return;
+                    if (closed_.closed() || peers_[peer].failure.failed()) return;
                     const auto verdict = auth::Verdict::decode(link->verdict);
                     if (ec || !verdict.accepted) {
                       fail_peer_now(
@@ -685,9 +659,9 @@ void TcpTransport::client_handshake(int peer, int index, const std::shared_ptr<O
                                       peer_name(peer)));
                       return;
                     }
-                    if (!link->answer.trusts(
-                            verdict, token_,
-                            context_for(rank_.load(), peer, index, options_.sockets_per_peer))) {
+                    if (!link->answer.trusts(verdict, token_,
+                                             context_for(directory_.rank(), peer, index,
+                                                         options_.sockets_per_peer))) {
                       fail_peer_now(
                           peer, HM_ERR_AUTH,
                           fmt::format("{} could not prove the job token", peer_name(peer)));
@@ -718,7 +692,7 @@ void TcpTransport::link_ready(int peer, const std::shared_ptr<OutLink>& link) {
 void TcpTransport::watch_out_link(int peer, const std::shared_ptr<OutLink>& link) {
   link->socket.async_read_some(
       asio::buffer(link->probe), [this, peer, link](const error_code& ec, std::size_t bytes) {
-        if (closed_ || peers_[peer].failure != HM_SUCCESS) return;
+        if (closed_.closed() || peers_[peer].failure.failed()) return;
         if (!ec && bytes > 0) {
           fail_peer_now(peer, HM_ERR_TRANSPORT,
                         fmt::format("{} sent bytes on a link that only carries this rank's "
@@ -753,14 +727,14 @@ void TcpTransport::send_notices(hm_status_t status, const std::string& why) {
   const std::size_t frame_bytes = header.size() + text.size();
   for (std::size_t peer = 0; peer < peers_.size(); ++peer) {
     auto& p = peers_[peer];
-    if (p.failure != HM_SUCCESS || p.out_ready < options_.sockets_per_peer) continue;
+    if (p.failure.failed() || p.out_ready < options_.sockets_per_peer) continue;
     for (auto& link : p.out) {
       if (!link->ready || link->writing || !link->queue.empty()) continue;
       error_code ec;
       link->socket.non_blocking(true, ec);
       const std::size_t sent = ec ? 0 : link->socket.send(frame, 0, ec);
       if (sent != frame_bytes) {
-        HM_LOG_DEBUG("tcp rank {}: no notice to rank {}: {}", rank_.load(), peer,
+        HM_LOG_DEBUG("tcp rank {}: no notice to rank {}: {}", directory_.rank(), peer,
                      ec ? ec.message() : "kernel buffer full");
       }
       break;
@@ -783,16 +757,17 @@ void TcpTransport::accepted(tcp::socket socket, std::string remote) {
 void TcpTransport::server_handshake(const std::shared_ptr<InLink>& link) {
   link->timer.expires_after(options_.connect_timeout);
   link->timer.async_wait([this, link](const error_code& ec) {
-    if (!ec && !closed_ && link->peer < 0) refuse(link, "no proof of the job token in time");
+    if (!ec && !closed_.closed() && link->peer < 0)
+      refuse(link, "no proof of the job token in time");
   });
   link->challenge = link->token_challenge.encode();
   asio::async_write(link->socket, asio::buffer(link->challenge),
                     [this, link](const error_code& ec, std::size_t) {
-                      if (closed_ || link->closed) return;
+                      if (closed_.closed() || link->closed) return;
                       if (ec) return refuse(link, "closed during the handshake");
                       asio::async_read(link->socket, asio::buffer(link->hello),
                                        [this, link](const error_code& ec, std::size_t) {
-                                         if (closed_ || link->closed) return;
+                                         if (closed_.closed() || link->closed) return;
                                          if (ec) return refuse(link, "closed before its proof");
                                          if (peers_.empty()) {
                                            early_hellos_.push_back(link);
@@ -812,14 +787,14 @@ void TcpTransport::check_hello(const std::shared_ptr<InLink>& link) {
   const auto count = load_le<std::uint32_t>(identity + 8);
   auth::Verdict verdict;
   std::string why;
-  if (rank >= peers_.size() || rank == static_cast<std::uint32_t>(rank_.load())) {
-    why = fmt::format("claims to be rank {}, not a peer of rank {} of {}", rank, rank_.load(),
+  if (rank >= peers_.size() || rank == static_cast<std::uint32_t>(directory_.rank())) {
+    why = fmt::format("claims to be rank {}, not a peer of rank {} of {}", rank, directory_.rank(),
                       peers_.size());
   } else if (count == 0 || count > kMaxSocketsPerPeer || index >= count) {
     why = fmt::format("claims link {} of {}", index, count);
   } else {
-    const auto context = context_for(static_cast<int>(rank), rank_.load(), static_cast<int>(index),
-                                     static_cast<int>(count));
+    const auto context = context_for(static_cast<int>(rank), directory_.rank(),
+                                     static_cast<int>(index), static_cast<int>(count));
     verdict = link->token_challenge.judge(token_, proof, context);
     if (!verdict.accepted) why = "wrong job token (or another communicator)";
   }
@@ -827,7 +802,7 @@ void TcpTransport::check_hello(const std::shared_ptr<InLink>& link) {
   asio::async_write(link->socket, asio::buffer(link->verdict),
                     [this, link, accepted = verdict.accepted, why, rank, count](
                         const error_code& ec, std::size_t) {
-                      if (closed_ || link->closed) return;
+                      if (closed_.closed() || link->closed) return;
                       if (!accepted) return refuse(link, why);
                       if (ec) return refuse(link, "closed during the handshake");
                       link->timer.cancel();
@@ -840,7 +815,7 @@ void TcpTransport::check_hello(const std::shared_ptr<InLink>& link) {
 
 void TcpTransport::refuse(const std::shared_ptr<InLink>& link, const std::string& why) {
   if (link->closed) return;
-  HM_LOG_WARN("tcp rank {}: refused connection from {}: {}", rank_.load(), link->remote, why);
+  HM_LOG_WARN("tcp rank {}: refused connection from {}: {}", directory_.rank(), link->remote, why);
   link->closed = true;
   error_code ignored;
   link->timer.cancel();
@@ -855,7 +830,7 @@ void TcpTransport::read_frames(const std::shared_ptr<InLink>& link) {
   const auto space = box.free_space();
   link->socket.async_read_some(asio::buffer(space.data(), space.size()),
                                [this, link](const error_code& ec, std::size_t got) {
-                                 if (closed_ || link->closed) return;
+                                 if (closed_.closed() || link->closed) return;
                                  if (ec) return in_link_closed(link, ec);
                                  link->inbox.filled(got);
                                  parse_frames(link);
@@ -866,7 +841,7 @@ void TcpTransport::parse_frames(const std::shared_ptr<InLink>& link) {
   // Every frame the inbox holds whole is handled here, in this handler; a frame whose payload
   // goes on past the inbox reads the rest straight into its destination, and reading resumes
   // from its completion.
-  while (!closed_ && !link->closed) {
+  while (!closed_.closed() && !link->closed) {
     auto& box = link->inbox;
     if (box.size() < kFrameHeaderBytes) return read_frames(link);
     const auto header = FrameHeader::decode(box.take_header());
@@ -891,7 +866,7 @@ bool TcpTransport::read_rest(const std::shared_ptr<InLink>& link,
   if (rest[0].size() + rest[1].size() == 0) return true;
   asio::async_read(link->socket, rest, AllAtOnce(),
                    [this, link, then = std::move(then)](const error_code& ec, std::size_t) {
-                     if (closed_ || link->closed) return;
+                     if (closed_.closed() || link->closed) return;
                      if (ec) return in_link_closed(link, ec);
                      then();
                    });
@@ -982,14 +957,11 @@ bool TcpTransport::discard_payload(const std::shared_ptr<InLink>& link, std::siz
 void TcpTransport::start_recv(int peer, std::uint64_t tag, std::uint32_t signature,
                               std::span<std::byte> data, const CompletionPtr& request,
                               const std::optional<ReceiveCombine>& combine) {
-  if (closed_) {
-    request->complete(closed_status_, closed_why_);
-    return;
-  }
+  if (closed_.fail(request)) return;
   if (matcher_.post(peer, tag, signature, data, request, combine)) return;  // it was already here
   const auto& p = peers_[peer];
-  if (p.failure != HM_SUCCESS) {
-    matcher_.fail_posted(peer, tag, p.failure, p.failure_message);
+  if (p.failure.failed()) {
+    matcher_.fail_posted(peer, tag, p.failure.status, p.failure.message);
   } else if (p.gone) {
     matcher_.fail_posted(
         peer, tag, HM_ERR_PEER_FAILED,
@@ -1021,7 +993,7 @@ void TcpTransport::in_link_closed(const std::shared_ptr<InLink>& link, const err
         "waits for data from it",
         peer_name(link->peer));
     // The listener first: whoever wakes from a failed receive finds the failure known.
-    if (failure_listener_) failure_listener_(link->peer, HM_ERR_PEER_FAILED, message);
+    failure_listener_(link->peer, HM_ERR_PEER_FAILED, message);
     matcher_.fail_peer(link->peer, HM_ERR_PEER_FAILED, message);
     // A notice would have come before the close: a send that failed need not wait for one.
     if (p.send_reset) fail_peer_now(link->peer, HM_ERR_PEER_FAILED, message);
@@ -1030,7 +1002,7 @@ void TcpTransport::in_link_closed(const std::shared_ptr<InLink>& link, const err
 
 void TcpTransport::fail_peer(int peer, hm_status_t status, const std::string& message) {
   hand_to_io([this, peer, status, message] {
-    if (!closed_ && peer >= 0 && static_cast<std::size_t>(peer) < peers_.size()) {
+    if (!closed_.closed() && peer >= 0 && static_cast<std::size_t>(peer) < peers_.size()) {
       fail_peer_now(peer, status, message);
     }
   });
@@ -1039,19 +1011,18 @@ void TcpTransport::fail_peer(int peer, hm_status_t status, const std::string& me
 void TcpTransport::fail_peer_after_notice_grace(int peer, const std::string& message) {
   auto timer = std::make_shared<asio::steady_timer>(io_, kNoticeGrace);
   timer->async_wait([this, timer, peer, message](const error_code&) {
-    if (!closed_) fail_peer_now(peer, HM_ERR_PEER_FAILED, message);
+    if (!closed_.closed()) fail_peer_now(peer, HM_ERR_PEER_FAILED, message);
   });
 }
 
 void TcpTransport::fail_peer_now(int peer, hm_status_t status, const std::string& message) {
   if (peer < 0) return;
   auto& p = peers_[peer];
-  if (p.failure != HM_SUCCESS) return;
-  HM_LOG_WARN("tcp rank {}: {}", rank_.load(), message);
-  p.failure = status;
-  p.failure_message = message;
+  if (p.failure.failed()) return;
+  HM_LOG_WARN("tcp rank {}: {}", directory_.rank(), message);
+  p.failure.set(status, message);
   // The listener first: whoever wakes from a failed request finds the failure known.
-  if (failure_listener_) failure_listener_(peer, status, message);
+  failure_listener_(peer, status, message);
   error_code ignored;
   for (auto& link : p.out) {
     link->timer.cancel();
@@ -1077,10 +1048,7 @@ void TcpTransport::fail_peer_now(int peer, hm_status_t status, const std::string
 }
 
 void TcpTransport::do_shutdown(hm_status_t status, const std::string& why) {
-  if (closed_) return;
-  closed_ = true;
-  closed_status_ = status;
-  closed_why_ = why;
+  if (!closed_.close(status, why)) return;
   error_code ignored;
   listener_.close();
   // A failure (not a destroy or an abort) is worth telling the peers about.
@@ -1107,8 +1075,7 @@ void TcpTransport::do_shutdown(hm_status_t status, const std::string& why) {
     p.backlog.clear();
   }
   matcher_.fail_all(status, why);
-  for (auto& w : connect_waiters_) w->complete(status, why);
-  connect_waiters_.clear();
+  connect_waiters_.complete_all(status, why);
 }
 
 }  // namespace

@@ -25,6 +25,7 @@
 #include "core/env.hpp"
 #include "core/log.hpp"
 #include "core/status.hpp"
+#include "transports/common/peer_table.hpp"
 #include "transports/common/progress_engine.hpp"
 #include "transports/matcher.hpp"
 #include "transports/ucx/ucx_address.hpp"
@@ -97,8 +98,7 @@ class Engine {
   LinkProperties link(int peer) const;
   void fail_peer(int peer, hm_status_t status, const std::string& message);
   void set_peer_failure_listener(Transport::PeerFailureListener listener) {
-    std::lock_guard lock(commands_mutex_);
-    failure_listener_ = std::move(listener);
+    failure_listener_.set(std::move(listener));
   }
   bool on_progress_thread() const { return std::this_thread::get_id() == thread_id_.load(); }
   // Whether this thread is progressing the worker now: the progress thread, or a driving caller
@@ -124,8 +124,7 @@ class Engine {
     bool connected = false;  // that flush completed: the endpoint is wired up
     bool gone = false;       // it said goodbye: it sends and reads nothing more
     std::optional<Clock::time_point> sends_fail_at;  // gone, with sends in flight
-    hm_status_t failure = HM_SUCCESS;
-    std::string failure_message;
+    PeerFailure failure;
   };
 
   // One irecv. The Matcher completes `matched`; the caller's Completion follows once UCP no
@@ -148,11 +147,6 @@ class Engine {
     FragmentHeader fragment;                            // kReceive
     Matcher::Landing landing;                           // kReceive
     std::shared_ptr<PostedReceive> receive;             // kReceive into a posted buffer
-  };
-
-  struct ConnectWaiter {
-    CompletionPtr done;
-    Deadline deadline;
   };
 
   // Caller side.
@@ -220,11 +214,11 @@ class Engine {
   bool waits_for_live_peers() const;
   bool alive(int peer) const {
     const auto& p = peers_[static_cast<std::size_t>(peer)];
-    return p.failure == HM_SUCCESS && !p.gone;
+    return !p.failure.failed() && !p.gone;
   }
   bool serves(int peer) const {
-    return peer >= 0 && static_cast<std::size_t>(peer) < peers_.size() && peer != rank_.load() &&
-           !peers_[static_cast<std::size_t>(peer)].address.empty();
+    return peer >= 0 && static_cast<std::size_t>(peer) < peers_.size() &&
+           peer != directory_.rank() && !peers_[static_cast<std::size_t>(peer)].address.empty();
   }
   std::string peer_name(int peer) const;
 
@@ -241,8 +235,7 @@ class Engine {
                             // Out of poll: the progress thread parks after this turn.
                             [this] { nudge(); }}};
   std::string listen_address_;  // written before the constructor returns, then only read
-  std::atomic<int> rank_{-1};
-  std::atomic<int> size_{0};
+  PeerDirectory directory_{"ucx"};
 
   // Callers hand work to the progress thread here.
   mutable std::mutex commands_mutex_;
@@ -250,7 +243,7 @@ class Engine {
   bool accepting_ = true;  // false once the progress thread has finished
   hm_status_t final_status_ = HM_ERR_ABORTED;
   std::string final_why_;
-  Transport::PeerFailureListener failure_listener_;
+  FailureListener failure_listener_;
 
   // Set when the progress thread has finished (UCX destroyed, every caller completed).
   mutable std::mutex finished_mutex_;
@@ -269,12 +262,10 @@ class Engine {
   Matcher matcher_{[this](int peer) { return peer_name(peer); }};
   std::unordered_map<Op*, std::unique_ptr<Op>> in_flight_;
   std::unordered_map<const Completion*, std::shared_ptr<PostedReceive>> receives_;
-  std::vector<ConnectWaiter> connect_waiters_;
+  ConnectWaiters connect_waiters_;
   std::vector<Command> later_;  // work a UCP callback may not do itself (closing endpoints)
-  bool closed_ = false;
+  ClosedState closed_;
   bool tearing_down_ = false;
-  hm_status_t closed_status_ = HM_SUCCESS;
-  std::string closed_why_;
   Clock::time_point shutdown_deadline_{};
   bool warned_foreign_ = false;
 };
@@ -318,9 +309,8 @@ hm_status_t Engine::final_status(std::string* why) const {
 }
 
 void Engine::set_peers(int rank, std::vector<std::string> addresses) {
+  directory_.check(rank, addresses.size());
   const auto size = static_cast<int>(addresses.size());
-  require(rank >= 0 && rank < size, "ucx: rank {} outside [0, {})", rank, size);
-  require(size_.load() == 0, "ucx: peers were already set");
   // Decode here, on the caller's thread, so that a bad address fails set_peers with its reason.
   std::vector<std::vector<std::uint8_t>> decoded(addresses.size());
   for (int peer = 0; peer < size; ++peer) {
@@ -333,8 +323,7 @@ void Engine::set_peers(int rank, std::vector<std::string> addresses) {
     std::lock_guard lock(links_mutex_);
     links_.assign(addresses.size(), std::string());
   }
-  rank_ = rank;
-  size_ = size;
+  directory_.set(rank, std::move(addresses));
   post([this, decoded = std::move(decoded)]() mutable { install_peers(std::move(decoded)); });
 }
 
@@ -350,8 +339,7 @@ CompletionPtr Engine::connect_all() {
 
 CompletionPtr Engine::isend(int peer, std::uint64_t tag, std::uint32_t signature,
                             std::span<const std::byte> data) {
-  require(peer >= 0 && peer < size_.load() && peer != rank_.load(), "ucx: cannot send to rank {}",
-          peer);
+  directory_.require_peer(peer, "send to");
   auto caller = std::make_shared<Completion>();
   caller->set_progress(progress_.request_progress());
   if (!post([this, peer, tag, signature, data, caller] {
@@ -366,8 +354,7 @@ CompletionPtr Engine::isend(int peer, std::uint64_t tag, std::uint32_t signature
 
 CompletionPtr Engine::irecv(int peer, std::uint64_t tag, std::uint32_t signature,
                             std::span<std::byte> data) {
-  require(peer >= 0 && peer < size_.load() && peer != rank_.load(),
-          "ucx: cannot receive from rank {}", peer);
+  directory_.require_peer(peer, "receive from");
   auto caller = std::make_shared<Completion>();
   caller->set_progress(progress_.request_progress());
   if (!post([this, peer, tag, signature, data, caller] {
@@ -389,7 +376,7 @@ void Engine::shutdown(hm_status_t status, const std::string& why, bool wait) {
   std::unique_lock lock(finished_mutex_);
   if (!finished_cv_.wait_for(lock, kShutdownWaitTimeout, [this] { return finished_; })) {
     HM_LOG_ERROR("ucx rank {}: the progress thread did not finish within {} s of shutdown",
-                 rank_.load(), kShutdownWaitTimeout.count());
+                 directory_.rank(), kShutdownWaitTimeout.count());
   }
 }
 
@@ -399,7 +386,7 @@ void Engine::fail_peer(int peer, hm_status_t status, const std::string& message)
     // closed the control plane, and a shared-memory send completes once it is in this rank's
     // queue): take them in before failing what is still missing.
     drain();
-    if (!closed_ && serves(peer)) fail_peer_now(peer, status, message);
+    if (!closed_.closed() && serves(peer)) fail_peer_now(peer, status, message);
   });
 }
 
@@ -487,13 +474,15 @@ int Engine::progress_turn(const Completion* awaited) {
 
 bool Engine::serve_turn() {
   const int rounds = progress_turn();
-  if (closed_ && (!waits_for_live_peers() || Clock::now() >= shutdown_deadline_)) return false;
+  if (closed_.closed() && (!waits_for_live_peers() || Clock::now() >= shutdown_deadline_))
+    return false;
   if (rounds == kProgressBurst) return true;  // busy: look at the callers' requests, go on
   const ucs_status_t armed = ucp_worker_arm(ucp_->get());
   if (armed == UCS_ERR_BUSY) return true;  // events arrived meanwhile: progress them first
   int timeout = poll_timeout_ms();
   if (armed != UCS_OK) {
-    HM_LOG_WARN("ucx rank {}: ucp_worker_arm failed: {}", rank_.load(), ucs_status_string(armed));
+    HM_LOG_WARN("ucx rank {}: ucp_worker_arm failed: {}", directory_.rank(),
+                ucs_status_string(armed));
     timeout = std::min(timeout, 10);
   }
   pollfd fds[2] = {{ucp_->event_fd(), POLLIN, 0}, {event_fd_, POLLIN, 0}};
@@ -536,11 +525,12 @@ void Engine::run_later() {
 
 int Engine::poll_timeout_ms() const {
   auto until = Clock::now() + (in_flight_.empty() ? kIdleWakeup : kBusyWakeup);
-  for (const auto& waiter : connect_waiters_) until = std::min(until, waiter.deadline.at());
+  if (const auto connect_by = connect_waiters_.next_deadline())
+    until = std::min(until, *connect_by);
   for (const auto& p : peers_) {
     if (p.sends_fail_at) until = std::min(until, *p.sends_fail_at);
   }
-  if (closed_) until = std::min(until, shutdown_deadline_);
+  if (closed_.closed()) until = std::min(until, shutdown_deadline_);
   const auto left =
       std::chrono::duration_cast<std::chrono::milliseconds>(until - Clock::now()).count();
   return static_cast<int>(std::clamp<std::int64_t>(left + 1, 0, 60000));
@@ -562,23 +552,16 @@ void Engine::check_deadlines() {
       }
     }
   }
-  if (connect_waiters_.empty()) return;
-  for (auto it = connect_waiters_.begin(); it != connect_waiters_.end();) {
-    if (!it->deadline.expired()) {
-      ++it;
-      continue;
-    }
+  connect_waiters_.expire([this] {
     std::string missing;
     for (std::size_t peer = 0; peer < peers_.size(); ++peer) {
       if (serves(static_cast<int>(peer)) && !peers_[peer].connected) {
         missing += (missing.empty() ? "" : ",") + std::to_string(peer);
       }
     }
-    auto done = it->done;
-    it = connect_waiters_.erase(it);
-    done->complete(HM_ERR_TIMEOUT, fmt::format("ucx: could not connect to rank(s) {} within {} ms",
-                                               missing, options_.connect_timeout.count()));
-  }
+    return fmt::format("ucx: could not connect to rank(s) {} within {} ms", missing,
+                       options_.connect_timeout.count());
+  });
 }
 
 void Engine::teardown() {
@@ -587,19 +570,15 @@ void Engine::teardown() {
     HM_LOG_WARN(
         "ucx rank {}: {} UCX operation(s) still in flight {} ms after shutdown; "
         "destroying the worker",
-        rank_.load(), in_flight_.size(),
+        directory_.rank(), in_flight_.size(),
         std::chrono::duration_cast<std::chrono::milliseconds>(kShutdownFlushTimeout).count());
   }
   // Destroying the worker first stops UCP from touching any caller's buffer; requests it still
   // held may report through their callbacks meanwhile (op_done does nothing more then).
   if (ucp_) ucp_->close();
-  const std::string why = closed_ ? closed_why_ : "the ucx transport did not start";
-  const hm_status_t status = closed_ ? closed_status_ : HM_ERR_TRANSPORT;
-  if (!closed_) {
-    closed_ = true;  // the commands answered below see a closed transport
-    closed_status_ = status;
-    closed_why_ = why;
-  }
+  const std::string why = closed_.closed() ? closed_.why() : "the ucx transport did not start";
+  const hm_status_t status = closed_.closed() ? closed_.status() : HM_ERR_TRANSPORT;
+  closed_.close(status, why);  // the commands answered below see a closed transport
   for (auto& [raw, op] : in_flight_) {
     if (op->caller) op->caller->complete(status, why);
   }
@@ -608,8 +587,7 @@ void Engine::teardown() {
   receives_.clear();
   for (auto& [matched, receive] : receives) receive->caller->complete(status, why);
   matcher_.fail_all(status, why);
-  for (auto& waiter : connect_waiters_) waiter.done->complete(status, why);
-  connect_waiters_.clear();
+  connect_waiters_.complete_all(status, why);
   // From here on callers are answered at once; take what they handed over meanwhile.
   std::vector<Command> rest;
   {
@@ -676,7 +654,7 @@ void Engine::op_done(Op* raw, ucs_status_t status) {
   if (node.empty()) return;
   const std::unique_ptr<Op> op = std::move(node.mapped());
   if (tearing_down_) {
-    if (op->caller) op->caller->complete(closed_status_, closed_why_);
+    if (op->caller) op->caller->complete(closed_.status(), closed_.why());
     return;
   }
   switch (op->kind) {
@@ -692,21 +670,21 @@ void Engine::op_done(Op* raw, ucs_status_t status) {
     case Op::Kind::kGoodbye:
     case Op::Kind::kClose:
       if (status != UCS_OK && status != UCS_ERR_CANCELED) {
-        HM_LOG_DEBUG("ucx rank {}: closing the endpoint to rank {}: {}", rank_.load(), op->peer,
-                     ucs_status_string(status));
+        HM_LOG_DEBUG("ucx rank {}: closing the endpoint to rank {}: {}", directory_.rank(),
+                     op->peer, ucs_status_string(status));
       }
       break;
   }
 }
 
 void Engine::send_done(Op& op, ucs_status_t status) {
-  if (closed_) {
-    op.caller->complete(closed_status_, closed_why_);
+  if (closed_.closed()) {
+    op.caller->complete(closed_.status(), closed_.why());
     return;
   }
   const auto& peer = peers_[static_cast<std::size_t>(op.peer)];
-  if (peer.failure != HM_SUCCESS) {
-    op.caller->complete(peer.failure, peer.failure_message);
+  if (peer.failure.failed()) {
+    op.caller->complete(peer.failure.status, peer.failure.message);
   } else if (status == UCS_OK) {
     op.caller->complete();
   } else if (peer.gone) {
@@ -725,8 +703,8 @@ void Engine::send_done(Op& op, ucs_status_t status) {
 void Engine::receive_done(Op& op, ucs_status_t status) {
   if (op.receive) --op.receive->writers;
   if (status == UCS_OK) {
-    if (!closed_) matcher_.landed(op.peer, op.fragment, op.landing);
-  } else if (!closed_) {
+    if (!closed_.closed()) matcher_.landed(op.peer, op.fragment, op.landing);
+  } else if (!closed_.closed()) {
     const auto message =
         fmt::format("ucx: receiving a {}-byte message from {} failed: {}", op.fragment.total,
                     peer_name(op.peer), ucs_status_string(status));
@@ -741,10 +719,10 @@ void Engine::receive_done(Op& op, ucs_status_t status) {
 void Engine::flush_done(Op& op, ucs_status_t status) {
   auto& peer = peers_[static_cast<std::size_t>(op.peer)];
   peer.flushing = false;
-  if (status == UCS_OK && peer.failure == HM_SUCCESS && peer.ep != nullptr) {
+  if (status == UCS_OK && !peer.failure.failed() && peer.ep != nullptr) {
     peer.connected = true;
     describe_link(op.peer);
-  } else if (status != UCS_OK && !closed_ && peer.failure == HM_SUCCESS) {
+  } else if (status != UCS_OK && !closed_.closed() && !peer.failure.failed()) {
     const auto message =
         fmt::format("ucx: cannot connect to {}: {}", peer_name(op.peer), ucs_status_string(status));
     later_.push_back([this, p = op.peer, message] { fail_peer_now(p, HM_ERR_TRANSPORT, message); });
@@ -765,7 +743,8 @@ ucs_status_t Engine::message_callback(void* arg, const void* header, std::size_t
     return engine->on_message(header, header_length, data, length, rendezvous);
   } catch (const std::exception& e) {
     // Nothing may unwind through UCX. Out of memory for an unexpected message is the likely one.
-    HM_LOG_ERROR("ucx rank {}: dropped an arriving message: {}", engine->rank_.load(), e.what());
+    HM_LOG_ERROR("ucx rank {}: dropped an arriving message: {}", engine->directory_.rank(),
+                 e.what());
     return rendezvous ? UCS_ERR_NO_MEMORY : UCS_OK;
   }
 }
@@ -783,18 +762,18 @@ ucs_status_t Engine::on_message(const void* header, std::size_t header_length, v
       HM_LOG_WARN(
           "ucx rank {}: dropped a message that is not from this communicator (bad header "
           "or another job's token)",
-          rank_.load());
+          directory_.rank());
     }
     return refuse(UCS_ERR_REJECTED);
   }
-  if (closed_) return refuse(UCS_ERR_CANCELED);
+  if (closed_.closed()) return refuse(UCS_ERR_CANCELED);
   const int peer = static_cast<int>(h->sender);
   const bool peers_known = !peers_.empty();
   if (peers_known && !serves(peer)) {
     HM_LOG_WARN(
         "ucx rank {}: dropped a message claiming to come from rank {}, not a peer served "
         "by ucx",
-        rank_.load(), peer);
+        directory_.rank(), peer);
     return refuse(UCS_ERR_REJECTED);
   }
   if (h->kind == AmKind::kGoodbye) {
@@ -809,7 +788,7 @@ ucs_status_t Engine::on_message(const void* header, std::size_t header_length, v
   }
   if (peers_known) {
     const auto& p = peers_[static_cast<std::size_t>(peer)];
-    if (p.failure != HM_SUCCESS) return refuse(UCS_ERR_CANCELED);
+    if (p.failure.failed()) return refuse(UCS_ERR_CANCELED);
   }
   const FragmentHeader fragment{h->tag, h->signature, h->total, 0, h->total};
   if (!rendezvous) {
@@ -846,7 +825,7 @@ ucs_status_t Engine::on_message(const void* header, std::size_t header_length, v
 
 void Engine::protocol_error(int peer, std::string message) {
   later_.push_back([this, peer, message = std::move(message)] {
-    if (!closed_ && serves(peer)) {
+    if (!closed_.closed() && serves(peer)) {
       fail_peer_now(peer, HM_ERR_TRANSPORT,
                     fmt::format("ucx: {}; this rank stops talking to it", message));
     }
@@ -869,17 +848,14 @@ void Engine::install_peers(std::vector<std::vector<std::uint8_t>> addresses) {
 
 void Engine::start_send(int peer, std::uint64_t tag, std::uint32_t signature,
                         std::span<const std::byte> data, const CompletionPtr& caller) {
-  if (closed_) {
-    caller->complete(closed_status_, closed_why_);
-    return;
-  }
+  if (closed_.fail(caller)) return;
   if (!serves(peer)) {
     caller->complete(HM_ERR_INTERNAL,
                      fmt::format("ucx does not carry the traffic to rank {}", peer));
     return;
   }
   const auto& p = peers_[static_cast<std::size_t>(peer)];
-  if (p.gone && p.failure == HM_SUCCESS) {
+  if (p.gone && !p.failure.failed()) {
     caller->complete(HM_ERR_PEER_FAILED,
                      fmt::format("{} closed its ucx endpoint; this message cannot be delivered",
                                  peer_name(peer)));
@@ -887,7 +863,7 @@ void Engine::start_send(int peer, std::uint64_t tag, std::uint32_t signature,
   }
   const ucp_ep_h ep = endpoint(peer);
   if (ep == nullptr) {
-    caller->complete(p.failure, p.failure_message);
+    caller->complete(p.failure.status, p.failure.message);
     return;
   }
   auto op = std::make_unique<Op>();
@@ -896,7 +872,7 @@ void Engine::start_send(int peer, std::uint64_t tag, std::uint32_t signature,
   op->caller = caller;
   AmHeader header;
   header.cookie = cookie_;
-  header.sender = static_cast<std::uint32_t>(rank_.load());
+  header.sender = static_cast<std::uint32_t>(directory_.rank());
   header.kind = AmKind::kData;
   header.tag = tag;
   header.signature = signature;
@@ -910,10 +886,7 @@ void Engine::start_send(int peer, std::uint64_t tag, std::uint32_t signature,
 
 void Engine::start_recv(int peer, std::uint64_t tag, std::uint32_t signature,
                         std::span<std::byte> data, const CompletionPtr& caller) {
-  if (closed_) {
-    caller->complete(closed_status_, closed_why_);
-    return;
-  }
+  if (closed_.fail(caller)) return;
   if (!serves(peer)) {
     caller->complete(HM_ERR_INTERNAL,
                      fmt::format("ucx does not carry the traffic from rank {}", peer));
@@ -927,8 +900,8 @@ void Engine::start_recv(int peer, std::uint64_t tag, std::uint32_t signature,
   receive->matched->on_complete([this, key](const Completion&) { matched_done(key); });
   if (matcher_.post(peer, tag, signature, data, receive->matched)) return;  // it was here
   const auto& p = peers_[static_cast<std::size_t>(peer)];
-  if (p.failure != HM_SUCCESS) {
-    matcher_.fail_posted(peer, tag, p.failure, p.failure_message);
+  if (p.failure.failed()) {
+    matcher_.fail_posted(peer, tag, p.failure.status, p.failure.message);
   } else if (p.gone) {
     matcher_.fail_posted(
         peer, tag, HM_ERR_PEER_FAILED,
@@ -948,11 +921,8 @@ void Engine::finish_receive(const std::shared_ptr<PostedReceive>& receive) {
 }
 
 void Engine::start_connect(const CompletionPtr& done) {
-  if (closed_) {
-    done->complete(closed_status_, closed_why_);
-    return;
-  }
-  connect_waiters_.push_back({done, Deadline::after(options_.connect_timeout)});
+  if (closed_.fail(done)) return;
+  connect_waiters_.add(done, Deadline::after(options_.connect_timeout));
   for (std::size_t peer = 0; peer < peers_.size(); ++peer) {
     if (serves(static_cast<int>(peer))) connect_peer(static_cast<int>(peer));
   }
@@ -960,39 +930,26 @@ void Engine::start_connect(const CompletionPtr& done) {
 }
 
 void Engine::check_connected() {
-  for (auto it = connect_waiters_.begin(); it != connect_waiters_.end();) {
-    hm_status_t failure = HM_SUCCESS;
-    std::string message;
-    bool pending = false;
-    for (std::size_t i = 0; i < peers_.size() && failure == HM_SUCCESS; ++i) {
-      const int peer = static_cast<int>(i);
-      if (!serves(peer)) continue;
-      const auto& p = peers_[i];
-      if (p.failure != HM_SUCCESS) {
-        failure = p.failure;
-        message = p.failure_message;
-      } else if (p.gone) {
-        failure = HM_ERR_PEER_FAILED;
-        message = fmt::format("{} closed its ucx endpoint while this rank connected to it",
-                              peer_name(peer));
-      } else if (!p.connected) {
-        pending = true;
-      }
-    }
-    if (failure == HM_SUCCESS && pending) {
-      ++it;
-      continue;
-    }
-    auto done = it->done;
-    it = connect_waiters_.erase(it);
-    done->complete(failure, message);
-  }
+  connect_waiters_.settle(
+      static_cast<int>(peers_.size()),
+      [this](int peer) {
+        if (!serves(peer)) return ConnectWaiters::Peer::kNotServed;
+        return peers_[static_cast<std::size_t>(peer)].connected ? ConnectWaiters::Peer::kConnected
+                                                                : ConnectWaiters::Peer::kConnecting;
+      },
+      [this](int peer) {
+        const auto& p = peers_[static_cast<std::size_t>(peer)];
+        if (p.failure.failed() || !p.gone) return p.failure;
+        return PeerFailure{HM_ERR_PEER_FAILED,
+                           fmt::format("{} closed its ucx endpoint while this rank connected to it",
+                                       peer_name(peer))};
+      });
 }
 
 ucp_ep_h Engine::endpoint(int peer) {
   auto& p = peers_[static_cast<std::size_t>(peer)];
   if (p.ep != nullptr) return p.ep;
-  if (p.failure != HM_SUCCESS || p.gone) return nullptr;
+  if (p.failure.failed() || p.gone) return nullptr;
   ucp_ep_params_t params{};
   params.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE;
   params.address = reinterpret_cast<const ucp_address_t*>(p.address.data());
@@ -1013,7 +970,7 @@ ucp_ep_h Engine::endpoint(int peer) {
 
 void Engine::connect_peer(int peer) {
   auto& p = peers_[static_cast<std::size_t>(peer)];
-  if (p.connected || p.flushing || p.failure != HM_SUCCESS || p.gone) return;
+  if (p.connected || p.flushing || p.failure.failed() || p.gone) return;
   const ucp_ep_h ep = endpoint(peer);
   if (ep == nullptr || p.flushing || p.connected) return;
   p.flushing = true;
@@ -1053,7 +1010,7 @@ void Engine::say_goodbye(int peer) {
   op->peer = peer;
   AmHeader header;
   header.cookie = cookie_;
-  header.sender = static_cast<std::uint32_t>(rank_.load());
+  header.sender = static_cast<std::uint32_t>(directory_.rank());
   header.kind = AmKind::kGoodbye;
   op->header = header.encode();
   launch(std::move(op), [ep](Op& o, ucp_request_param_t& param) {
@@ -1062,45 +1019,39 @@ void Engine::say_goodbye(int peer) {
 }
 
 void Engine::peer_said_goodbye(int peer) {
-  if (closed_) return;
+  if (closed_.closed()) return;
   if (peers_.empty()) {
     early_goodbyes_.insert(peer);
     return;
   }
   if (!serves(peer)) return;
   auto& p = peers_[static_cast<std::size_t>(peer)];
-  if (p.gone || p.failure != HM_SUCCESS) return;
+  if (p.gone || p.failure.failed()) return;
   p.gone = true;
   const auto message = fmt::format(
       "{} closed its ucx endpoint (communicator destroyed or process exiting) while this rank "
       "waits for data from it",
       peer_name(peer));
-  HM_LOG_DEBUG("ucx rank {}: {}", rank_.load(), message);
+  HM_LOG_DEBUG("ucx rank {}: {}", directory_.rank(), message);
   matcher_.fail_peer(peer, HM_ERR_PEER_FAILED, message);
   // Sends in flight to it end by themselves while it closes (it refuses what reaches it then),
   // or fail after a grace period (check_deadlines).
   p.sends_fail_at = Clock::now() + kGoodbyeGrace;
   check_connected();
-  Transport::PeerFailureListener listener;
-  {
-    std::lock_guard lock(commands_mutex_);
-    listener = failure_listener_;
-  }
-  if (listener) listener(peer, HM_ERR_PEER_FAILED, message);
+  failure_listener_(peer, HM_ERR_PEER_FAILED, message);
 }
 
 void Engine::fail_peer_now(int peer, hm_status_t status, const std::string& message) {
-  if (closed_ || !serves(peer)) return;
+  if (closed_.closed() || !serves(peer)) return;
   auto& p = peers_[static_cast<std::size_t>(peer)];
-  if (p.failure != HM_SUCCESS) return;
+  if (p.failure.failed()) return;
   if (p.gone) {
     // It said goodbye already: the Router reports the close its control plane saw.
-    HM_LOG_DEBUG("ucx rank {}: {}", rank_.load(), message);
+    HM_LOG_DEBUG("ucx rank {}: {}", directory_.rank(), message);
   } else {
-    HM_LOG_WARN("ucx rank {}: {}", rank_.load(), message);
+    HM_LOG_WARN("ucx rank {}: {}", directory_.rank(), message);
   }
-  p.failure = status;
-  p.failure_message = message;
+  p.failure.set(status, message);
   matcher_.fail_peer(peer, status, message);
   // Whatever UCP still holds for the peer is answered now. With error-handling mode "none" UCP
   // can neither cancel these requests nor force-close the endpoint; the peer is gone, so nothing
@@ -1115,26 +1066,18 @@ void Engine::fail_peer_now(int peer, hm_status_t status, const std::string& mess
     if (raw->receive) raw->receive->caller->complete(status, message);
   }
   check_connected();
-  Transport::PeerFailureListener listener;
-  {
-    std::lock_guard lock(commands_mutex_);
-    listener = failure_listener_;
-  }
-  if (listener) listener(peer, status, message);
+  failure_listener_(peer, status, message);
 }
 
 void Engine::begin_shutdown(hm_status_t status, const std::string& why) {
-  if (closed_) return;
+  if (closed_.closed()) return;
   // Take in what has arrived first: a peer's goodbye waiting there spares it a goodbye to a
   // worker that is gone.
   drain();
-  closed_ = true;
-  closed_status_ = status;
-  closed_why_ = why;
+  closed_.close(status, why);
   shutdown_deadline_ = Clock::now() + kShutdownFlushTimeout;
   matcher_.fail_all(status, why);
-  for (auto& waiter : connect_waiters_) waiter.done->complete(status, why);
-  connect_waiters_.clear();
+  connect_waiters_.complete_all(status, why);
   // Tell every served peer that nothing more will come (one that never heard from this rank may
   // still wait for a message from it), then flush: the close completes once UCP has delivered
   // the goodbye and let go of every send buffer.

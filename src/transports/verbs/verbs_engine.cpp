@@ -27,6 +27,7 @@
 #include "core/status.hpp"
 #include "transports/common/job_token.hpp"
 #include "transports/common/listener.hpp"
+#include "transports/common/peer_table.hpp"
 #include "transports/common/progress_engine.hpp"
 #include "transports/matcher.hpp"
 #include "transports/verbs/credit_window.hpp"
@@ -137,8 +138,7 @@ struct PeerState {
   std::unique_ptr<Connection> out;  // this rank's data to the peer
   std::unique_ptr<Connection> in;   // the peer's data to this rank
   std::deque<SendOp> sends;
-  hm_status_t failure = HM_SUCCESS;
-  std::string failure_message;
+  PeerFailure failure;
   bool silent = false;  // its goodbye arrived where its data arrives: no more data from it
   bool deaf = false;    // its goodbye arrived where our data goes: it reads no more
   bool listener_told = false;
@@ -191,7 +191,7 @@ class VerbsTransport final : public Transport {
   LinkProperties link(int peer) const override;
   void fail_peer(int peer, hm_status_t status, const std::string& message) override;
   void set_peer_failure_listener(PeerFailureListener listener) override {
-    failure_listener_ = std::move(listener);
+    failure_listener_.set(std::move(listener));
   }
 
  private:
@@ -248,6 +248,8 @@ class VerbsTransport final : public Transport {
   void do_shutdown(hm_status_t status, const std::string& why);
 
   std::string peer_name(int peer) const;
+  // The device `peer` named in its handshake; "" before it.
+  std::string remote_device(int peer) const;
 
   TransportOptions options_;
   JobToken token_;
@@ -260,27 +262,22 @@ class VerbsTransport final : public Transport {
   asio::posix::stream_descriptor completion_events_{io_};
   asio::posix::stream_descriptor device_events_{io_};
 
-  mutable std::mutex names_mutex_;  // addresses_ and remote_devices_ are read by link()
-  std::vector<std::string> addresses_;
+  PeerDirectory directory_{"verbs"};  // also read by link() and requests on other threads
+  mutable std::mutex devices_mutex_;  // remote_devices_ is read by link()
   std::vector<std::string> remote_devices_;
-
-  std::atomic<int> rank_{-1};
-  std::atomic<int> size_{0};  // 0 until set_peers
   std::vector<PeerState> peers_;
   std::unordered_map<std::uint64_t, Connection*> by_id_;  // owned by peers_
   std::uint64_t next_id_ = 1;
   std::unordered_set<std::shared_ptr<Dial>> dials_;
   std::unordered_set<std::shared_ptr<Accept>> accepts_;
   std::vector<std::shared_ptr<Accept>> early_hellos_;  // checked once peers are known
-  std::vector<CompletionPtr> connect_waiters_;
+  ConnectWaiters connect_waiters_;
   std::shared_ptr<std::promise<void>> goodbyes_settled_;
-  PeerFailureListener failure_listener_;
+  FailureListener failure_listener_;
   Matcher matcher_{[this](int peer) { return peer_name(peer); }};
   std::vector<WorkCompletion> completions_ = std::vector<WorkCompletion>(kPollBatch);
   std::mt19937 random_{std::random_device{}()};
-  bool closed_ = false;
-  hm_status_t closed_status_ = HM_SUCCESS;
-  std::string closed_why_;
+  ClosedState closed_;
   ProgressThread thread_;
 };
 
@@ -310,7 +307,7 @@ VerbsTransport::VerbsTransport(const TransportOptions& options, const VerbsConfi
   wait_for_completions();
   listener_.start([this](tcp::socket socket,
                          std::string remote) { accepted(std::move(socket), std::move(remote)); },
-                  [this] { return rank_.load(); });
+                  [this] { return directory_.rank(); });
   thread_.start([this] {
     for (;;) {
       try {
@@ -350,16 +347,12 @@ VerbsTransport::~VerbsTransport() {
 }
 
 void VerbsTransport::set_peers(int rank, std::vector<std::string> addresses) {
-  const auto size = static_cast<int>(addresses.size());
-  require(rank >= 0 && rank < size, "verbs: rank {} outside [0, {})", rank, size);
-  require(size_.load() == 0, "verbs: peers were already set");
+  directory_.check(rank, addresses.size());
   {
-    std::lock_guard lock(names_mutex_);
-    addresses_ = addresses;
+    std::lock_guard lock(devices_mutex_);
     remote_devices_.assign(addresses.size(), std::string());
   }
-  rank_ = rank;
-  size_.store(size);
+  directory_.set(rank, addresses);
   asio::post(io_, [this, addresses = std::move(addresses)] {
     peers_.resize(addresses.size());
     for (std::size_t i = 0; i < addresses.size(); ++i) peers_[i].address = addresses[i];
@@ -374,15 +367,12 @@ void VerbsTransport::set_peers(int rank, std::vector<std::string> addresses) {
 CompletionPtr VerbsTransport::connect_all() {
   auto done = std::make_shared<Completion>();
   asio::post(io_, [this, done] {
-    if (closed_) {
-      done->complete(closed_status_, closed_why_);
-      return;
-    }
-    connect_waiters_.push_back(done);
+    if (closed_.fail(done)) return;
+    connect_waiters_.add(done);
     for (std::size_t i = 0; i < peers_.size(); ++i) {
       const int peer = static_cast<int>(i);
       auto& p = peers_[i];
-      if (peer != rank_.load() && !p.address.empty() && !p.out && p.failure == HM_SUCCESS) {
+      if (peer != directory_.rank() && !p.address.empty() && !p.out && !p.failure.failed()) {
         dial(peer);
       }
     }
@@ -393,8 +383,7 @@ CompletionPtr VerbsTransport::connect_all() {
 
 CompletionPtr VerbsTransport::isend(int peer, std::uint64_t tag, std::uint32_t signature,
                                     std::span<const std::byte> data) {
-  require(peer >= 0 && peer < size_.load() && peer != rank_.load(), "verbs: cannot send to rank {}",
-          peer);
+  directory_.require_peer(peer, "send to");
   require(data.size() <= kMaxMessageBytes, "verbs: a {}-byte message exceeds the {}-byte limit",
           data.size(), kMaxMessageBytes);
   auto request = std::make_shared<Completion>();
@@ -410,8 +399,7 @@ CompletionPtr VerbsTransport::isend(int peer, std::uint64_t tag, std::uint32_t s
 
 CompletionPtr VerbsTransport::irecv(int peer, std::uint64_t tag, std::uint32_t signature,
                                     std::span<std::byte> data) {
-  require(peer >= 0 && peer < size_.load() && peer != rank_.load(),
-          "verbs: cannot receive from rank {}", peer);
+  directory_.require_peer(peer, "receive from");
   auto request = std::make_shared<Completion>();
   asio::post(io_, [this, peer, tag, signature, data, request] {
     start_recv(peer, tag, signature, data, request);
@@ -433,11 +421,17 @@ void VerbsTransport::shutdown(hm_status_t status, const std::string& why, bool w
   }
 }
 
+std::string VerbsTransport::remote_device(int peer) const {
+  std::lock_guard lock(devices_mutex_);
+  return peer >= 0 && static_cast<std::size_t>(peer) < remote_devices_.size()
+             ? remote_devices_[static_cast<std::size_t>(peer)]
+             : std::string();
+}
+
 LinkProperties VerbsTransport::link(int peer) const {
-  std::lock_guard lock(names_mutex_);
-  const bool known = peer >= 0 && static_cast<std::size_t>(peer) < addresses_.size();
-  const std::string where = known ? addresses_[peer] : "?";
-  const std::string device = known && !remote_devices_[peer].empty() ? remote_devices_[peer] : "?";
+  const std::string where = directory_.address(peer);
+  std::string device = remote_device(peer);
+  if (device.empty()) device = "?";
   const auto& port = nic_->port();
   return {"verbs",
           fmt::format("verbs {} ({}, {} Gb/s) -> rank {} {} at {}", port.name,
@@ -447,7 +441,7 @@ LinkProperties VerbsTransport::link(int peer) const {
 
 void VerbsTransport::fail_peer(int peer, hm_status_t status, const std::string& message) {
   asio::post(io_, [this, peer, status, message] {
-    if (closed_ || peer < 0 || static_cast<std::size_t>(peer) >= peers_.size()) return;
+    if (closed_.closed() || peer < 0 || static_cast<std::size_t>(peer) >= peers_.size()) return;
     // Deliver what already arrived from it first: the control plane may notice a peer's exit
     // before this thread has read its last messages.
     drain_all();
@@ -456,11 +450,9 @@ void VerbsTransport::fail_peer(int peer, hm_status_t status, const std::string& 
 }
 
 std::string VerbsTransport::peer_name(int peer) const {
-  std::lock_guard lock(names_mutex_);
-  const bool known = peer >= 0 && static_cast<std::size_t>(peer) < addresses_.size();
-  const std::string where = known ? addresses_[peer] : "?";
-  if (known && !remote_devices_[peer].empty()) {
-    return fmt::format("rank {} (verbs {} at {})", peer, remote_devices_[peer], where);
+  const std::string where = directory_.address(peer);
+  if (const std::string device = remote_device(peer); !device.empty()) {
+    return fmt::format("rank {} (verbs {} at {})", peer, device, where);
   }
   return fmt::format("rank {} (verbs at {})", peer, where);
 }
@@ -470,13 +462,13 @@ std::string VerbsTransport::peer_name(int peer) const {
 // ---------------------------------------------------------------------------------------------
 
 void VerbsTransport::start_send(int peer, SendOp op) {
-  if (closed_) {
-    op.request->complete(closed_status_, closed_why_);
+  if (closed_.closed()) {
+    op.request->complete(closed_.status(), closed_.why());
     return;
   }
   auto& p = peers_[peer];
-  if (p.failure != HM_SUCCESS) {
-    op.request->complete(p.failure, p.failure_message);
+  if (p.failure.failed()) {
+    op.request->complete(p.failure.status, p.failure.message);
     return;
   }
   if (p.deaf) {
@@ -497,14 +489,11 @@ void VerbsTransport::start_send(int peer, SendOp op) {
 
 void VerbsTransport::start_recv(int peer, std::uint64_t tag, std::uint32_t signature,
                                 std::span<std::byte> data, const CompletionPtr& request) {
-  if (closed_) {
-    request->complete(closed_status_, closed_why_);
-    return;
-  }
+  if (closed_.fail(request)) return;
   if (matcher_.post(peer, tag, signature, data, request)) return;  // it was already here
   const auto& p = peers_[peer];
-  if (p.failure != HM_SUCCESS) {
-    matcher_.fail_posted(peer, tag, p.failure, p.failure_message);
+  if (p.failure.failed()) {
+    matcher_.fail_posted(peer, tag, p.failure.status, p.failure.message);
   } else if (p.silent) {
     matcher_.fail_posted(
         peer, tag, HM_ERR_PEER_FAILED,
@@ -515,7 +504,7 @@ void VerbsTransport::start_recv(int peer, std::uint64_t tag, std::uint32_t signa
 void VerbsTransport::pump(int peer) {
   auto& p = peers_[peer];
   Connection* c = p.out.get();
-  if (c == nullptr || !c->usable() || closed_) return;
+  if (c == nullptr || !c->usable() || closed_.closed()) return;
   const std::uint64_t capacity =
       std::min(c->send_slot_bytes, c->remote_slot_bytes) - kWireHeaderBytes;
   while (!p.sends.empty() && !c->free_send_slots.empty() &&
@@ -570,8 +559,8 @@ bool VerbsTransport::post_message(Connection& c, const WireHeader& header,
 }
 
 void VerbsTransport::maybe_send_credit(Connection& c) {
-  if (!c.usable() || closed_ || !c.credits.credit_update_due() || c.free_send_slots.empty() ||
-      !c.credits.can_send(MessageKind::kCredit)) {
+  if (!c.usable() || closed_.closed() || !c.credits.credit_update_due() ||
+      c.free_send_slots.empty() || !c.credits.can_send(MessageKind::kCredit)) {
     return;
   }
   WireHeader h;
@@ -638,7 +627,7 @@ void VerbsTransport::wait_for_device_events() {
           if (it == by_id_.end()) break;
           Connection& c = *it->second;
           drain(c);  // a completion error, if any, names the cause better
-          if (!c.broken && !c.peer_closed && !closed_) {
+          if (!c.broken && !c.peer_closed && !closed_.closed()) {
             connection_failed(c, HM_ERR_TRANSPORT,
                               fmt::format("{} reported {} for the queue pair to {}",
                                           nic_->port().name, event.text, peer_name(c.peer)));
@@ -650,7 +639,7 @@ void VerbsTransport::wait_for_device_events() {
                       fmt::format("verbs: device {} failed: {}", nic_->port().name, event.text));
           break;
         case NicEvent::Kind::kInformational:
-          HM_LOG_INFO("verbs rank {}: {}: {}", rank_.load(), nic_->port().name, event.text);
+          HM_LOG_INFO("verbs rank {}: {}: {}", directory_.rank(), nic_->port().name, event.text);
           break;
       }
     }
@@ -683,7 +672,7 @@ void VerbsTransport::drain(Connection& c) {
   if (c.error && !c.broken) {
     // The queue pair is in the error state: everything on it is lost.
     const WorkCompletion wc = *c.error;
-    if (c.peer_closed || closed_) {
+    if (c.peer_closed || closed_.closed()) {
       c.broken = true;  // the peer said goodbye, or we are closing: expected
     } else {
       const hm_status_t status = wc.peer_side || wc.flushed ? HM_ERR_PEER_FAILED : HM_ERR_TRANSPORT;
@@ -710,7 +699,8 @@ void VerbsTransport::on_completion(Connection& c, const WorkCompletion& wc) {
     return;
   }
   if (!wc.ok || slot >= c.recv_slots) return;
-  if (c.broken || c.peer_closed || closed_ || c.error) return;  // nothing more is read here
+  if (c.broken || c.peer_closed || closed_.closed() || c.error)
+    return;  // nothing more is read here
   on_message(c, slot, wc.byte_len);
 }
 
@@ -771,7 +761,7 @@ void VerbsTransport::repost(Connection& c, std::uint32_t slot) {
 }
 
 void VerbsTransport::after_activity(Connection& c) {
-  if (c.usable() && !closed_) {
+  if (c.usable() && !closed_.closed()) {
     if (c.outbound) pump(c.peer);
     maybe_send_credit(c);
   }
@@ -782,7 +772,7 @@ void VerbsTransport::after_activity(Connection& c) {
 void VerbsTransport::peer_said_goodbye(Connection& c) {
   c.peer_closed = true;
   auto& p = peers_[c.peer];
-  if (p.failure != HM_SUCCESS) return;
+  if (p.failure.failed()) return;
   if (!c.outbound) {
     p.silent = true;
     const auto message = fmt::format(
@@ -857,7 +847,7 @@ void VerbsTransport::finish_connection(Connection& c, const QpInfo& remote) {
   c.credits = CreditWindow(remote.recv_slots, c.recv_slots);
   c.remote_slot_bytes = remote.recv_slot_bytes;
   {
-    std::lock_guard lock(names_mutex_);
+    std::lock_guard lock(devices_mutex_);
     remote_devices_[static_cast<std::size_t>(c.peer)] = remote.device;
   }
   c.ready = true;
@@ -925,7 +915,7 @@ void VerbsTransport::dial(int peer) {
 
 bool VerbsTransport::dial_alive(const std::shared_ptr<Dial>& d) {
   if (d->finished) return false;
-  if (closed_ || peers_[d->peer].failure != HM_SUCCESS) {
+  if (closed_.closed() || peers_[d->peer].failure.failed()) {
     end_dial(d);
     return false;
   }
@@ -950,13 +940,13 @@ void VerbsTransport::dial_failed(const std::shared_ptr<Dial>& d, hm_status_t sta
 void VerbsTransport::on_challenge(const std::shared_ptr<Dial>& d) {
   auth::Proof proof;
   if (!d->answer.answer(d->challenge, token_,
-                        handshake_context(options_.context, rank_.load(), d->peer), proof)) {
+                        handshake_context(options_.context, directory_.rank(), d->peer), proof)) {
     dial_failed(d, HM_ERR_AUTH,
                 fmt::format("{} did not answer as a Holmes endpoint", peer_name(d->peer)));
     return;
   }
   const auto info = local_info(*peers_[d->peer].out).encode();
-  d->hello = encode_hello(proof, static_cast<std::uint32_t>(rank_.load()), info);
+  d->hello = encode_hello(proof, static_cast<std::uint32_t>(directory_.rank()), info);
   asio::async_write(
       d->socket, asio::buffer(d->hello), [this, d](const error_code& ec, std::size_t) {
         if (!dial_alive(d)) return;
@@ -992,7 +982,7 @@ void VerbsTransport::on_verdict(const std::shared_ptr<Dial>& d) {
       auth::Verdict::decode(std::span<const std::uint8_t, auth::Verdict::kWireBytes>(
           d->reply.data(), auth::Verdict::kWireBytes));
   if (!d->answer.trusts(verdict, token_,
-                        handshake_context(options_.context, rank_.load(), d->peer))) {
+                        handshake_context(options_.context, directory_.rank(), d->peer))) {
     dial_failed(d, HM_ERR_AUTH,
                 fmt::format("{} could not prove the job token", peer_name(d->peer)));
     return;
@@ -1103,19 +1093,19 @@ void VerbsTransport::start_accept(const std::shared_ptr<Accept>& a) {
 
 void VerbsTransport::check_hello(const std::shared_ptr<Accept>& a) {
   const std::uint32_t rank = a->hello.rank;
-  if (rank >= peers_.size() || rank == static_cast<std::uint32_t>(rank_.load())) {
-    refuse(a, fmt::format("claims to be rank {}, not a peer of rank {} of {}", rank, rank_.load(),
-                          peers_.size()));
+  if (rank >= peers_.size() || rank == static_cast<std::uint32_t>(directory_.rank())) {
+    refuse(a, fmt::format("claims to be rank {}, not a peer of rank {} of {}", rank,
+                          directory_.rank(), peers_.size()));
     return;
   }
   const int peer = static_cast<int>(rank);
-  const auto context = handshake_context(options_.context, peer, rank_.load());
+  const auto context = handshake_context(options_.context, peer, directory_.rank());
   const auth::Verdict verdict = a->token_challenge.judge(token_, a->hello.proof, context);
   if (!verdict.accepted) {
     HM_LOG_WARN(
         "verbs rank {}: refused a handshake from {}: wrong job token (or another "
         "communicator)",
-        rank_.load(), a->remote);
+        directory_.rank(), a->remote);
     const auto rejected = verdict.encode();
     a->reply.assign(rejected.begin(), rejected.end());
     asio::async_write(a->socket, asio::buffer(a->reply),
@@ -1126,20 +1116,21 @@ void VerbsTransport::check_hello(const std::shared_ptr<Accept>& a) {
   const auto answer = [&](hm_status_t status, const std::string& text) {
     send_reply(a, verdict, status, std::vector<std::uint8_t>(text.begin(), text.end()));
   };
-  if (closed_) return answer(closed_status_, closed_why_);
+  if (closed_.closed()) return answer(closed_.status(), closed_.why());
   if (p.in) {
-    return answer(HM_ERR_TRANSPORT,
-                  fmt::format("rank {} already has a queue pair from rank {}", rank_.load(), peer));
+    return answer(HM_ERR_TRANSPORT, fmt::format("rank {} already has a queue pair from rank {}",
+                                                directory_.rank(), peer));
   }
-  if (p.failure != HM_SUCCESS) {
-    return answer(p.failure, fmt::format("rank {} has given up on rank {}: {}", rank_.load(), peer,
-                                         p.failure_message));
+  if (p.failure.failed()) {
+    return answer(p.failure.status, fmt::format("rank {} has given up on rank {}: {}",
+                                                directory_.rank(), peer, p.failure.message));
   }
   QpInfo remote;
   try {
     remote = QpInfo::decode(a->info);
   } catch (const Error& e) {
-    HM_LOG_WARN("verbs rank {}: {} (rank {}) sent a {}", rank_.load(), a->remote, peer, e.what());
+    HM_LOG_WARN("verbs rank {}: {} (rank {}) sent a {}", directory_.rank(), a->remote, peer,
+                e.what());
     return answer(HM_ERR_TRANSPORT, e.what());
   }
   try {
@@ -1172,7 +1163,7 @@ void VerbsTransport::send_reply(const std::shared_ptr<Accept>& a, const auth::Ve
 
 void VerbsTransport::refuse(const std::shared_ptr<Accept>& a, const std::string& why) {
   if (a->finished) return;
-  HM_LOG_WARN("verbs rank {}: refused a handshake from {}: {}", rank_.load(), a->remote, why);
+  HM_LOG_WARN("verbs rank {}: refused a handshake from {}: {}", directory_.rank(), a->remote, why);
   end_accept(a);
 }
 
@@ -1203,10 +1194,9 @@ void VerbsTransport::connection_failed(Connection& c, hm_status_t status,
 
 void VerbsTransport::fail_peer_now(int peer, hm_status_t status, const std::string& message) {
   auto& p = peers_[peer];
-  if (p.failure != HM_SUCCESS) return;
-  HM_LOG_WARN("verbs rank {}: {}", rank_.load(), message);
-  p.failure = status;
-  p.failure_message = message;
+  if (p.failure.failed()) return;
+  HM_LOG_WARN("verbs rank {}: {}", directory_.rank(), message);
+  p.failure.set(status, message);
   // Its queue pairs stay until the transport goes (the hardware may still use their slots),
   // but nothing more is posted on or read from them.
   if (p.out) p.out->broken = true;
@@ -1223,25 +1213,25 @@ void VerbsTransport::fail_peer_now(int peer, hm_status_t status, const std::stri
 
 void VerbsTransport::notify_listener(int peer, hm_status_t status, const std::string& message) {
   auto& p = peers_[peer];
-  if (p.listener_told || !failure_listener_) return;
+  if (p.listener_told) return;
   p.listener_told = true;
   failure_listener_(peer, status, message);
 }
 
 void VerbsTransport::check_connected() {
-  if (connect_waiters_.empty()) return;
-  for (std::size_t i = 0; i < peers_.size(); ++i) {
-    const auto& p = peers_[i];
-    if (static_cast<int>(i) == rank_.load() || p.address.empty()) continue;
-    if (p.failure != HM_SUCCESS) {
-      for (auto& w : connect_waiters_) w->complete(p.failure, p.failure_message);
-      connect_waiters_.clear();
-      return;
-    }
-    if (!p.out || !p.out->ready) return;
-  }
-  for (auto& w : connect_waiters_) w->complete();
-  connect_waiters_.clear();
+  connect_waiters_.settle(
+      static_cast<int>(peers_.size()),
+      [this](int peer) {
+        const auto& p = peers_[static_cast<std::size_t>(peer)];
+        if (peer == directory_.rank() || p.address.empty()) {
+          return ConnectWaiters::Peer::kNotServed;
+        }
+        return p.out && p.out->ready ? ConnectWaiters::Peer::kConnected
+                                     : ConnectWaiters::Peer::kConnecting;
+      },
+      [this](int peer) -> const PeerFailure& {
+        return peers_[static_cast<std::size_t>(peer)].failure;
+      });
 }
 
 void VerbsTransport::check_goodbyes() {
@@ -1255,13 +1245,11 @@ void VerbsTransport::check_goodbyes() {
 }
 
 void VerbsTransport::do_shutdown(hm_status_t status, const std::string& why) {
-  if (closed_) return;
+  if (closed_.closed()) return;
   // What has already arrived is delivered first, and goodbyes that arrived are seen, so that
   // no goodbye goes to a peer that is already gone.
   drain_all();
-  closed_ = true;
-  closed_status_ = status;
-  closed_why_ = why;
+  closed_.close(status, why);
   listener_.close();
   for (auto& d : std::vector<std::shared_ptr<Dial>>(dials_.begin(), dials_.end())) end_dial(d);
   for (auto& a : std::vector<std::shared_ptr<Accept>>(accepts_.begin(), accepts_.end())) {
@@ -1274,10 +1262,9 @@ void VerbsTransport::do_shutdown(hm_status_t status, const std::string& why) {
     for (auto& op : sends) op.request->complete(status, why);
   }
   matcher_.fail_all(status, why);
-  for (auto& w : connect_waiters_) w->complete(status, why);
-  connect_waiters_.clear();
+  connect_waiters_.complete_all(status, why);
   for (auto& p : peers_) {
-    if (p.failure != HM_SUCCESS) continue;
+    if (p.failure.failed()) continue;
     for (Connection* c : {p.out.get(), p.in.get()}) {
       if (c == nullptr || !c->ready) continue;  // a handshake cut short: nothing to tell
       c->goodbye_wanted = true;
