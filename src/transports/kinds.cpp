@@ -1,7 +1,7 @@
 #include "transports/kinds.hpp"
 
 #include "core/status.hpp"
-#include "transports/tcp/tcp_transport.hpp"
+#include "transports/tcp/transport.hpp"
 
 #ifdef HOLMES_HAVE_SHM
 #include "transports/shm/shm_transport.hpp"

@@ -22,7 +22,7 @@
 #include "core/env.hpp"
 #include "core/status.hpp"
 #include "transports/combine.hpp"
-#include "transports/tcp/tcp_transport.hpp"
+#include "transports/tcp/transport.hpp"
 
 namespace holmes {
 namespace {
