@@ -10,7 +10,7 @@
 #include "transports/ucx/ucx_transport.hpp"
 #endif
 #ifdef HOLMES_HAVE_VERBS
-#include "transports/verbs/verbs_transport.hpp"
+#include "transports/verbs/transport.hpp"
 #endif
 
 namespace holmes {

@@ -1,4 +1,4 @@
-// The verbs transport's whole logic (verbs_engine.hpp) on an in-memory fabric (fake_fabric.hpp):
+// The verbs transport's whole logic (transport.hpp) on an in-memory fabric (fake_fabric.hpp):
 // real TCP handshakes with the job token, queue pair setup, credits, pieces, the Matcher,
 // goodbyes and failures, with several endpoints in one process. Only the libibverbs calls
 // themselves (ibv_nic.cpp) are not exercised here; they need a device.
@@ -24,7 +24,7 @@
 #include "core/status.hpp"
 #include "fake_fabric.hpp"
 #include "transports/verbs/handshake.hpp"
-#include "transports/verbs/verbs_engine.hpp"
+#include "transports/verbs/transport.hpp"
 
 namespace holmes::verbs {
 namespace {
