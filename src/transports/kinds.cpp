@@ -7,7 +7,7 @@
 #include "transports/shm/shm_transport.hpp"
 #endif
 #ifdef HOLMES_HAVE_UCX
-#include "transports/ucx/ucx_transport.hpp"
+#include "transports/ucx/transport.hpp"
 #endif
 #ifdef HOLMES_HAVE_VERBS
 #include "transports/verbs/transport.hpp"

@@ -25,7 +25,7 @@
 #include "core/clock.hpp"
 #include "core/status.hpp"
 #include "process_threads.hpp"
-#include "transports/ucx/ucx_transport.hpp"
+#include "transports/ucx/transport.hpp"
 
 namespace holmes {
 namespace {
