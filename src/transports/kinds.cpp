@@ -4,7 +4,7 @@
 #include "transports/tcp/transport.hpp"
 
 #ifdef HOLMES_HAVE_SHM
-#include "transports/shm/shm_transport.hpp"
+#include "transports/shm/transport.hpp"
 #endif
 #ifdef HOLMES_HAVE_UCX
 #include "transports/ucx/transport.hpp"

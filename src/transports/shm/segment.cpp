@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <random>
@@ -418,6 +419,33 @@ void remove_stale_segments() {
     if (kill(h.owner_pid, 0) != 0 && errno == ESRCH) shm_unlink(name.c_str());
   }
   closedir(dir);
+}
+
+void write_close_reason(SegmentHeader& header, hm_status_t status, const std::string& why) {
+  const std::size_t n = std::min(why.size(), kCloseReasonBytes - 1);
+  std::memcpy(header.closed_reason, why.data(), n);
+  header.closed_reason[n] = '\0';
+  store_release(header.closed_status, static_cast<std::uint32_t>(status));
+}
+
+std::pair<hm_status_t, std::string> close_reason(SegmentHeader& header, const std::string& peer) {
+  const auto status = static_cast<hm_status_t>(load_acquire(header.closed_status));
+  char copy[kCloseReasonBytes];
+  std::memcpy(copy, header.closed_reason, sizeof(copy));
+  std::string reason(copy, strnlen(copy, sizeof(copy)));
+  for (char& c : reason) {
+    if (c < 0x20 || c > 0x7e) c = '?';
+  }
+  const bool failed = status != HM_SUCCESS && status != HM_ERR_ABORTED && !reason.empty();
+  if (!failed) {
+    return {HM_ERR_PEER_FAILED,
+            fmt::format("{} closed its shm endpoint (process exited or communicator destroyed) "
+                        "while this rank waits for data from it",
+                        peer)};
+  }
+  return {status == HM_ERR_MISMATCH ? HM_ERR_MISMATCH : HM_ERR_PEER_FAILED,
+          fmt::format("{} failed and closed its shm endpoint: {}: {}", peer, status_name(status),
+                      reason)};
 }
 
 }  // namespace holmes::shm

@@ -5,6 +5,7 @@
 // an error that names it, never mapped blindly.
 #pragma once
 
+#include <holmes/holmes.h>
 #include <sys/types.h>
 
 #include <cstddef>
@@ -12,6 +13,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "transports/common/job_token.hpp"
@@ -83,6 +85,15 @@ class Proofs {
  private:
   JobToken token_;
 };
+
+// Records why this endpoint closes in its segment header, for peers waiting on it.
+void write_close_reason(SegmentHeader& header, hm_status_t status, const std::string& why);
+
+// A peer's closing as this rank reports it: the status its waiters get (a disagreement stays a
+// disagreement; anything else is the peer failing) and the message, with the peer's reason
+// when it gave one that says more than a plain destroy. The bytes come from another process:
+// copied once, cut at the buffer's end, non-printable characters replaced. `peer` names it.
+std::pair<hm_status_t, std::string> close_reason(SegmentHeader& header, const std::string& peer);
 
 // The segment this endpoint owns. Created with its header only; set_layout() grows it once the
 // communicator size is known.
