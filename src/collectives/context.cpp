@@ -59,10 +59,10 @@ std::uint32_t collective_signature(CollectiveKind kind, std::size_t count, int d
   return hash;
 }
 
-CollectiveContext::CollectiveContext(Transport& transport, int rank, int size,
-                                     std::uint64_t sequence, std::uint32_t signature,
-                                     std::chrono::milliseconds timeout, std::size_t chunk_bytes,
-                                     OperationName what, CollectiveResources resources)
+CollectiveContext::CollectiveContext(Router& transport, int rank, int size, std::uint64_t sequence,
+                                     std::uint32_t signature, std::chrono::milliseconds timeout,
+                                     std::size_t chunk_bytes, OperationName what,
+                                     CollectiveResources resources)
     : transport_(transport),
       rank_(rank),
       size_(size),

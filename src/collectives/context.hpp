@@ -23,7 +23,7 @@
 
 #include "core/completion.hpp"
 #include "transports/common/tag_codec.hpp"
-#include "transports/transport.hpp"
+#include "transports/router.hpp"
 
 namespace holmes {
 
@@ -100,7 +100,7 @@ struct OperationName {
 
 class CollectiveContext {
  public:
-  CollectiveContext(Transport& transport, int rank, int size, std::uint64_t sequence,
+  CollectiveContext(Router& transport, int rank, int size, std::uint64_t sequence,
                     std::uint32_t signature, std::chrono::milliseconds timeout,
                     std::size_t chunk_bytes, OperationName what,
                     CollectiveResources resources = CollectiveResources());
@@ -163,7 +163,7 @@ class CollectiveContext {
   Transfer send(int peer, std::uint64_t step, std::span<const std::byte> data);
   Transfer recv(int peer, std::uint64_t step, std::span<std::byte> data);
   // A receive that leaves reduce(dtype, op, dst, in, received) in `dst` once it completes
-  // (Transport::irecv_reduce), with the operands in the order the algorithms use when they
+  // (Router::irecv_reduce), with the operands in the order the algorithms use when they
   // reduce themselves, so the result is bitwise the same. nullopt when the link cannot combine
   // (or the buffers are device memory): receive with recv() and reduce() after the wait.
   std::optional<Transfer> recv_reduce(int peer, std::uint64_t step, std::span<std::byte> dst,
@@ -175,7 +175,7 @@ class CollectiveContext {
   // its peer (once per peer and context).
   void wait(const Transfer& transfer);
   void wait_all(const std::vector<Transfer>& transfers);
-  // Gives up a receive that has not completed (Transport::cancel_receive): its request ends
+  // Gives up a receive that has not completed (Router::cancel_receive): its request ends
   // with HM_ERR_ABORTED and nobody waits for it.
   void cancel(const Transfer& transfer, std::uint64_t step);
 
@@ -209,7 +209,7 @@ class CollectiveContext {
   // Throws the failure of `transfer`.
   [[noreturn]] void fail_transfer(const Transfer& transfer);
 
-  Transport& transport_;
+  Router& transport_;
   int rank_;
   int size_;
   std::uint64_t sequence_;

@@ -1,5 +1,5 @@
 // Who runs a transport's progress (tcp: its io_context; ucx: its UCP worker): the transport's
-// own thread, or the callers driving small collectives (Transport::begin_caller_drive).
+// own thread, or the callers driving small collectives (CallerDrive::begin_caller_drive).
 //
 // A small message costs far less than the two thread wake-ups it takes when the transport's
 // thread does the work: the sender's caller posts, its transport thread wakes and sends; the

@@ -1,5 +1,5 @@
 // Whose turn it is to progress a transport: its own thread (tcp's io thread, ucx's progress
-// thread) or a caller that drives a small collective (Transport::begin_caller_drive). Bundles
+// thread) or a caller that drives a small collective (CallerDrive::begin_caller_drive). Bundles
 // the parts every such transport needs: the callers that drive (caller_drivers.hpp), the lease
 // that parks the transport's thread while they do (io_lease.hpp), and the turn lock that lets one
 // thread at a time touch the transport's state (turn_lock.hpp).
@@ -27,13 +27,13 @@ class ProgressTurns {
   // `linger`: how long the transport's thread stays parked after the last sign of a driver.
   explicit ProgressTurns(std::chrono::microseconds linger = kDriveLinger) : lease_(linger) {}
 
-  // Transport::begin_caller_drive. True when the transport's thread must be nudged out of its
+  // CallerDrive::begin_caller_drive. True when the transport's thread must be nudged out of its
   // wait (a no-op handler, an eventfd) to park.
   bool begin_drive() {
     drivers_.add();
     return lease_.begin();
   }
-  // Transport::end_caller_drive (a no-op if the thread already handed over in stop_polling).
+  // CallerDrive::end_caller_drive (a no-op if the thread already handed over in stop_polling).
   void end_drive() {
     if (drivers_.remove()) lease_.end(true);
   }
@@ -43,7 +43,7 @@ class ProgressTurns {
   }
   // Whether this thread drives.
   bool drives() const { return drivers_.contains(); }
-  // Transport::yield_before_sleep: a driving caller polls for a while before it sleeps; any
+  // CallerDrive::yield_before_sleep: a driving caller polls for a while before it sleeps; any
   // other wait sleeps at once (a large transfer would only burn the core the transport's thread
   // needs).
   std::chrono::microseconds yield_before_sleep() const {

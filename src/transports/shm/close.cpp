@@ -34,7 +34,7 @@ bool process_ended(pid_t pid) {
 
 }  // namespace
 
-void ShmTransport::shutdown(hm_status_t status, const std::string& why, bool wait) {
+void ShmTransport::shutdown(hm_status_t status, const std::string& why, ShutdownWait wait) {
   auto done = std::make_shared<std::promise<void>>();
   auto finished = done->get_future();
   Command c;
@@ -55,7 +55,7 @@ void ShmTransport::shutdown(hm_status_t status, const std::string& why, bool wai
     }
     return;
   }
-  if (wait && !thread_.here()) {
+  if (wait == ShutdownWait::kUntilReleased && !thread_.here()) {
     // The progress thread never blocks for long (its copies are bounded per pass), so this is
     // quick; the bound only guards against a wedged thread.
     finished.wait_for(30s);

@@ -20,7 +20,8 @@ namespace holmes::shm {
 //                              (default 1: they poll the rings themselves while they wait)
 //   HOLMES_SHM_POLL_US         how long a waiting caller polls (yielding between looks) before
 //                              it sleeps (default 1000)
-//   HOLMES_SHM_FUSED_REDUCE    0: combining receives (Transport::irecv_reduce) are refused, so
+//   HOLMES_SHM_FUSED_REDUCE    0: combining receives (CombiningReceive::irecv_reduce) are refused,
+//   so
 //                              collectives copy each chunk into scratch and reduce from there
 //                              (default 1: reduced straight from the ring into the destination)
 struct ShmTuning {

@@ -31,7 +31,7 @@ ShmTransport::ShmTransport(const TransportOptions& options, const ShmTuning& tun
 
 ShmTransport::~ShmTransport() {
   caller_progress_->detach();
-  shutdown(HM_ERR_ABORTED, "the communicator was destroyed", true);
+  shutdown(HM_ERR_ABORTED, "the communicator was destroyed", ShutdownWait::kUntilReleased);
   thread_.join();
 }
 

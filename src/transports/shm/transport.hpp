@@ -63,6 +63,7 @@
 
 #include "core/clock.hpp"
 #include "core/completion.hpp"
+#include "transports/capabilities.hpp"
 #include "transports/common/caller_drivers.hpp"
 #include "transports/common/caller_progress.hpp"
 #include "transports/common/peer_table.hpp"
@@ -214,7 +215,11 @@ struct Command {
   std::shared_ptr<std::promise<void>> done;
 };
 
-class ShmTransport final : public Transport, public SharedBoard {
+class ShmTransport final : public Transport,
+                           public CombiningReceive,
+                           public CallerDrive,
+                           public SharedBoardAccess,
+                           public SharedBoard {
  public:
   ShmTransport(const TransportOptions& options, const ShmTuning& tuning);
   ~ShmTransport() override;
@@ -229,7 +234,7 @@ class ShmTransport final : public Transport, public SharedBoard {
                       std::span<std::byte> data) override;
   CompletionPtr irecv_reduce(int peer, std::uint64_t tag, std::uint32_t signature,
                              std::span<std::byte> data, const ReceiveCombine& combine) override;
-  void shutdown(hm_status_t status, const std::string& why, bool wait) override;
+  void shutdown(hm_status_t status, const std::string& why, ShutdownWait wait) override;
   LinkProperties link(int peer) const override;
   std::chrono::microseconds yield_before_sleep(int) const override { return tuning_.poll_window; }
   void fail_peer(int peer, hm_status_t status, const std::string& message) override;
@@ -249,7 +254,7 @@ class ShmTransport final : public Transport, public SharedBoard {
     return tuning_.caller_progress && tuning_.poll_window.count() > 0 ? caller_progress_.get()
                                                                       : nullptr;
   }
-  SharedBoard* shared_board() override { return this; }
+  SharedBoard& shared_board() override { return *this; }
   void cancel_receive(int peer, std::uint64_t tag) override {
     Command c;
     c.kind = Command::Kind::kCancelRecv;

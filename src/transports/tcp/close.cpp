@@ -7,7 +7,7 @@
 
 namespace holmes::tcp {
 
-void TcpTransport::shutdown(hm_status_t status, const std::string& why, bool wait) {
+void TcpTransport::shutdown(hm_status_t status, const std::string& why, ShutdownWait wait) {
   auto done = std::make_shared<std::promise<void>>();
   auto finished = done->get_future();
   shutdown_requested_.store(true);
@@ -18,7 +18,7 @@ void TcpTransport::shutdown(hm_status_t status, const std::string& why, bool wai
     do_shutdown(status, why);
     done->set_value();
   });
-  if (wait && !running_handlers()) {
+  if (wait == ShutdownWait::kUntilReleased && !running_handlers()) {
     // Handlers never block, so this is quick; the bound only guards against a stopped
     // io_context.
     finished.wait_for(std::chrono::seconds(30));

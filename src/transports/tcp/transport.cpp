@@ -24,7 +24,7 @@ TcpTransport::TcpTransport(const TransportOptions& options)
 }
 
 TcpTransport::~TcpTransport() {
-  shutdown(HM_ERR_ABORTED, "the communicator was destroyed", true);
+  shutdown(HM_ERR_ABORTED, "the communicator was destroyed", ShutdownWait::kUntilReleased);
   engine_.detach_callers();
   work_.reset();
   io_.stop();

@@ -45,6 +45,7 @@
 #include <vector>
 
 #include "bootstrap/auth.hpp"
+#include "transports/capabilities.hpp"
 #include "transports/common/job_token.hpp"
 #include "transports/common/listener.hpp"
 #include "transports/common/peer_table.hpp"
@@ -157,7 +158,7 @@ struct PeerState {
   PeerFailure failure;
 };
 
-class TcpTransport final : public Transport {
+class TcpTransport final : public Transport, public CombiningReceive, public CallerDrive {
  public:
   explicit TcpTransport(const TransportOptions& options);
   ~TcpTransport() override;
@@ -175,7 +176,7 @@ class TcpTransport final : public Transport {
   // nullptr when config.fused_reduce is off.
   CompletionPtr irecv_reduce(int peer, std::uint64_t tag, std::uint32_t signature,
                              std::span<std::byte> data, const ReceiveCombine& combine) override;
-  void shutdown(hm_status_t status, const std::string& why, bool wait) override;
+  void shutdown(hm_status_t status, const std::string& why, ShutdownWait wait) override;
   LinkProperties link(int peer) const override;
   // A caller that drives a small collective (begin_caller_drive) polls the sockets itself and
   // yields the core between polls for a while before it sleeps (io_lease.hpp). Other waits sleep

@@ -5,12 +5,12 @@
 
 namespace holmes::ucx {
 
-void Engine::shutdown(hm_status_t status, const std::string& why, bool wait) {
+void Engine::shutdown(hm_status_t status, const std::string& why, ShutdownWait wait) {
   // The progress thread runs from now on, whoever drives: it tears the worker down.
   progress_.turns().close();
   post([this, status, why] { begin_shutdown(status, why); });
   // Not from inside a turn: the progress thread could not take the worker over meanwhile.
-  if (!wait || on_progress_thread() || running_turn()) return;
+  if (wait == ShutdownWait::kReturnAtOnce || on_progress_thread() || running_turn()) return;
   std::unique_lock lock(finished_mutex_);
   if (!finished_cv_.wait_for(lock, kShutdownWaitTimeout, [this] { return finished_; })) {
     HM_LOG_ERROR("ucx rank {}: the progress thread did not finish within {} s of shutdown",

@@ -41,7 +41,7 @@ UcxTransport::UcxTransport(const UcxConfig& config) : engine_(std::make_shared<E
 }
 
 UcxTransport::~UcxTransport() {
-  engine_->shutdown(HM_ERR_ABORTED, "the communicator was destroyed", true);
+  engine_->shutdown(HM_ERR_ABORTED, "the communicator was destroyed", ShutdownWait::kUntilReleased);
   if (engine_->on_progress_thread() || engine_->running_turn()) {
     // Destroyed from one of its own callbacks (on the progress thread or in a driving
     // caller's turn, which the thread waits to take over): it ends by itself.

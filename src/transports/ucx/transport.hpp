@@ -17,7 +17,7 @@
 // - One progress thread per transport makes the UCX calls: it progresses the worker until idle,
 //   arms it and sleeps in poll() on the worker's event fd and on an eventfd through which caller
 //   threads hand over isend/irecv/shutdown. Nothing spins. While a caller drives a small
-//   collective (Transport::begin_caller_drive), the thread parks (progress_turns.hpp) and that
+//   collective (CallerDrive::begin_caller_drive), the thread parks (progress_turns.hpp) and that
 //   caller makes the calls itself, posting at once and progressing the worker between yields while
 //   it waits: a small message then costs no thread wake-up. A mutex lets one thread at a time at
 //   the worker (single-threaded mode asks no more than that).
@@ -58,6 +58,7 @@
 #include <vector>
 
 #include "core/clock.hpp"
+#include "transports/capabilities.hpp"
 #include "transports/common/peer_table.hpp"
 #include "transports/common/progress_engine.hpp"
 #include "transports/matcher.hpp"
@@ -128,7 +129,7 @@ class Engine {
                       std::span<const std::byte> data);
   CompletionPtr irecv(int peer, std::uint64_t tag, std::uint32_t signature,
                       std::span<std::byte> data);
-  void shutdown(hm_status_t status, const std::string& why, bool wait);
+  void shutdown(hm_status_t status, const std::string& why, ShutdownWait wait);
   LinkProperties link(int peer) const;
   void fail_peer(int peer, hm_status_t status, const std::string& message);
   void set_peer_failure_listener(Transport::PeerFailureListener listener) {
@@ -305,7 +306,7 @@ class Engine {
 };
 
 // The transport: a thin owner of the engine and its thread.
-class UcxTransport final : public Transport {
+class UcxTransport final : public Transport, public CallerDrive {
  public:
   explicit UcxTransport(const UcxConfig& config);
   ~UcxTransport() override;
@@ -324,7 +325,7 @@ class UcxTransport final : public Transport {
                       std::span<std::byte> data) override {
     return engine_->irecv(peer, tag, signature, data);
   }
-  void shutdown(hm_status_t status, const std::string& why, bool wait) override {
+  void shutdown(hm_status_t status, const std::string& why, ShutdownWait wait) override {
     engine_->shutdown(status, why, wait);
   }
   LinkProperties link(int peer) const override { return engine_->link(peer); }

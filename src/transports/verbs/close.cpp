@@ -7,14 +7,14 @@
 
 namespace holmes::verbs {
 
-void VerbsTransport::shutdown(hm_status_t status, const std::string& why, bool wait) {
+void VerbsTransport::shutdown(hm_status_t status, const std::string& why, ShutdownWait wait) {
   auto done = std::make_shared<std::promise<void>>();
   auto finished = done->get_future();
   asio::post(io_, [this, status, why, done] {
     do_shutdown(status, why);
     done->set_value();
   });
-  if (wait && !thread_.here()) {
+  if (wait == ShutdownWait::kUntilReleased && !thread_.here()) {
     // The progress thread never blocks, so this is quick; the bound only guards against a
     // stopped io_context.
     finished.wait_for(std::chrono::seconds(30));

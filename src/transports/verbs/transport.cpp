@@ -51,7 +51,7 @@ VerbsTransport::VerbsTransport(const TransportOptions& options, const VerbsConfi
 }
 
 VerbsTransport::~VerbsTransport() {
-  shutdown(HM_ERR_ABORTED, "the communicator was destroyed", true);
+  shutdown(HM_ERR_ABORTED, "the communicator was destroyed", ShutdownWait::kUntilReleased);
   // Let the goodbyes reach the peers before their queue pairs go away (bounded: a dead peer
   // never acknowledges).
   auto settled = std::make_shared<std::promise<void>>();

@@ -204,7 +204,7 @@ class VerbsTransport final : public Transport {
                       std::span<const std::byte> data) override;
   CompletionPtr irecv(int peer, std::uint64_t tag, std::uint32_t signature,
                       std::span<std::byte> data) override;
-  void shutdown(hm_status_t status, const std::string& why, bool wait) override;
+  void shutdown(hm_status_t status, const std::string& why, ShutdownWait wait) override;
   LinkProperties link(int peer) const override;
   void fail_peer(int peer, hm_status_t status, const std::string& message) override;
   void set_peer_failure_listener(PeerFailureListener listener) override {

@@ -405,7 +405,7 @@ TEST(VerbsEngine, ShutdownWithoutWaitingWakesEverything) {
   std::vector<std::byte> buffer(1 << 20);
   auto recv = g[1].irecv(0, 1, 1, buffer);
   const auto start = Clock::now();
-  g[1].shutdown(HM_ERR_ABORTED, "aborted by the test", false);
+  g[1].shutdown(HM_ERR_ABORTED, "aborted by the test", ShutdownWait::kReturnAtOnce);
   EXPECT_LT(Clock::now() - start, 1s) << "shutdown(wait=false) blocked";
   expect_done(recv, HM_ERR_ABORTED, 5s);
   EXPECT_EQ(recv->message(), "aborted by the test");
