@@ -35,11 +35,11 @@ class ProgressTurns {
   }
   // CallerDrive::end_caller_drive (a no-op if the thread already handed over in stop_polling).
   void end_drive() {
-    if (drivers_.remove()) lease_.end(true);
+    if (drivers_.remove()) lease_.end(IoLease::Ending::kLinger);
   }
   // Progress::stop_polling: a driving caller about to sleep hands over to the transport's thread.
   void stop_polling(bool satisfied) {
-    if (!satisfied && drivers_.remove()) lease_.end(false);
+    if (!satisfied && drivers_.remove()) lease_.end(IoLease::Ending::kResumeNow);
   }
   // Whether this thread drives.
   bool drives() const { return drivers_.contains(); }

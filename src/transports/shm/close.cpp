@@ -93,26 +93,28 @@ void ShmTransport::check_liveness(Clock::time_point now) {
                       fmt::format("{} (pid {}) exited without closing its shm endpoint (killed or "
                                   "crashed)",
                                   peer_name(static_cast<int>(i)), p.pid),
-                      true);
+                      FailureLog::kWarn);
     }
   }
 }
 
-void ShmTransport::end_after_drain(int peer, hm_status_t status, std::string message, bool log) {
+void ShmTransport::end_after_drain(int peer, hm_status_t status, std::string message,
+                                   FailureLog log) {
   auto& p = peers_[static_cast<std::size_t>(peer)];
   if (p.failure.failed() || !p.ending.empty()) return;
   p.ending = std::move(message);
   p.ending_status = status;
-  p.ending_logged = log;
+  p.ending_log = log;
   p.attach_wanted = false;
   // read_ring does the rest, on this pass or the next (the doorbell makes sure there is one).
   wake();
 }
 
-void ShmTransport::peer_gone(int peer, hm_status_t status, const std::string& message, bool log) {
+void ShmTransport::peer_gone(int peer, hm_status_t status, const std::string& message,
+                             FailureLog log) {
   auto& p = peers_[static_cast<std::size_t>(peer)];
   if (p.failure.failed()) return;
-  if (log) HM_LOG_WARN("shm rank {}: {}", directory_.rank(), message);
+  if (log == FailureLog::kWarn) HM_LOG_WARN("shm rank {}: {}", directory_.rank(), message);
   p.failure.set(status, message);
   {
     std::lock_guard lock(board_mutex_);

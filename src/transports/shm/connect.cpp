@@ -83,10 +83,10 @@ bool ShmTransport::attach_peers(Clock::time_point now) {
       if (e.status() == HM_ERR_PEER_FAILED) {
         // Its segment is gone: it closed or died, maybe after writing to this rank. Read that
         // first, then fail the rest.
-        end_after_drain(peer, e.status(), message, true);
+        end_after_drain(peer, e.status(), message, FailureLog::kWarn);
         busy = true;
       } else {
-        peer_gone(peer, e.status(), message, true);
+        peer_gone(peer, e.status(), message, FailureLog::kWarn);
       }
       continue;
     }
@@ -95,7 +95,7 @@ bool ShmTransport::attach_peers(Clock::time_point now) {
         peer_gone(peer, HM_ERR_TIMEOUT,
                   fmt::format("shm: {} did not set up its segment within {} ms", peer_name(peer),
                               options_.connect_timeout.count()),
-                  true);
+                  FailureLog::kWarn);
         continue;
       }
       p.next_attach_try = now + p.attach_backoff;
@@ -118,7 +118,7 @@ void ShmTransport::attach(int peer, std::unique_ptr<PeerSegment> segment) {
               fmt::format("shm: the ring for rank {} in {}'s segment {} is already taken: two "
                           "endpoints claim rank {}",
                           rank, peer_name(peer), segment->name(), rank),
-              true);
+              FailureLog::kWarn);
     return;
   }
   control.producer_pid = getpid();
@@ -177,7 +177,7 @@ bool ShmTransport::verify_producer(int peer) {
               fmt::format("shm: the ring of rank {} in this rank's segment {} carries no valid "
                           "proof of the job token (HOLMES_TOKEN differs, or a stranger wrote it)",
                           peer, own_.name()),
-              true);
+              FailureLog::kWarn);
     return false;
   }
   const bool same_namespace =

@@ -20,7 +20,7 @@ bool ShmTransport::start_pull(int peer, const Parked& parked) {
               fmt::format("shm: {} sent a message of {} bytes before its receive was posted, and "
                           "this rank cannot hold it",
                           peer_name(peer), parked.header.total),
-              true);
+              FailureLog::kWarn);
     return false;
   }
   if (!landing) {
@@ -28,7 +28,7 @@ bool ShmTransport::start_pull(int peer, const Parked& parked) {
               fmt::format("shm: {} broke the protocol: fragments of message {:#x} disagree on "
                           "its size",
                           peer_name(peer), parked.header.tag),
-              true);
+              FailureLog::kWarn);
     return false;
   }
   if (landing->target == nullptr) {
@@ -88,7 +88,7 @@ bool ShmTransport::continue_pulls() {
                                   peer_name(peer), p.pid)
                     : fmt::format("shm: cannot read {}'s message {:#x} from its memory: {}",
                                   peer_name(peer), pull.header.tag, std::strerror(error)),
-                true);
+                FailureLog::kWarn);
       continue;
     }
     pull.done += piece;

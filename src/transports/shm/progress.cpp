@@ -93,12 +93,12 @@ bool ShmTransport::pass() {
   return busy;
 }
 
-std::chrono::nanoseconds ShmTransport::sleep_bound(Clock::time_point now, bool liveness) const {
+std::chrono::nanoseconds ShmTransport::sleep_bound(Clock::time_point now, Liveness liveness) const {
   // The liveness check's period bounds every sleep (it only looks when requests are pending, but
   // waking when nothing is costs two wake-ups a second and keeps the bound simple for callers
   // that post receives themselves).
   Clock::time_point until = now + kIdleWait;
-  if (liveness) until = std::min(until, std::max(now, next_liveness_));
+  if (liveness == Liveness::kCounted) until = std::min(until, std::max(now, next_liveness_));
   for (const auto& p : peers_) {
     if (p.attach_wanted && !p.segment && !p.failure.failed()) {
       until = std::min(until, p.next_attach_try);
@@ -199,7 +199,7 @@ void ShmTransport::handle(Command& c) {
       // wrote into its ring just before it finished: deliver that first. (The caller logs.)
       if (c.peer >= 0 && static_cast<std::size_t>(c.peer) < peers_.size() &&
           peers_[static_cast<std::size_t>(c.peer)].served) {
-        end_after_drain(c.peer, c.status, c.message, false);
+        end_after_drain(c.peer, c.status, c.message, FailureLog::kQuiet);
       }
       break;
     case Command::Kind::kCancelRecv:
@@ -222,7 +222,7 @@ bool ShmTransport::progress_thread_needed(Clock::time_point now) {
   for (const auto& p : peers_) {
     if (!p.pulls.empty() || (!p.sends.empty() && !p.waiting_for_space)) return true;
   }
-  return now + sleep_bound(now, false) < progress_sleep_until_;
+  return now + sleep_bound(now, Liveness::kNotCounted) < progress_sleep_until_;
 }
 
 void ShmTransport::poll(const Completion*) {

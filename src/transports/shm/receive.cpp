@@ -61,9 +61,9 @@ bool ShmTransport::read_ring(int peer, Clock::time_point now) {
     // Never attached here; if it has closed (or died) nothing will come from it.
     if (p.segment && load_acquire(p.segment->header().closed) != 0) {
       const auto [status, message] = close_reason(p.segment->header(), peer_name(peer));
-      peer_gone(peer, status, message, false);
+      peer_gone(peer, status, message, FailureLog::kQuiet);
     } else if (!p.ending.empty()) {
-      peer_gone(peer, p.ending_status, p.ending, p.ending_logged);
+      peer_gone(peer, p.ending_status, p.ending, p.ending_log);
     }
     return false;
   }
@@ -90,7 +90,8 @@ bool ShmTransport::read_ring(int peer, Clock::time_point now) {
   }
   if (!corrupt.empty()) {
     peer_gone(peer, HM_ERR_TRANSPORT,
-              fmt::format("shm: {} corrupted its ring: {}", peer_name(peer), corrupt), true);
+              fmt::format("shm: {} corrupted its ring: {}", peer_name(peer), corrupt),
+              FailureLog::kWarn);
     return true;
   }
   // Fragments wait in the ring for their receive (space is freed in ring order, so a waiting
@@ -106,16 +107,16 @@ bool ShmTransport::read_ring(int peer, Clock::time_point now) {
   // Once it has closed, messages parked for a receive never come (it let go of them).
   if ((closed || ending) && p.pulls.empty() && p.reader->drained()) {
     if (!closed) {  // gone without closing: say how it was found out
-      peer_gone(peer, p.ending_status, p.ending, p.ending_logged);
+      peer_gone(peer, p.ending_status, p.ending, p.ending_log);
     } else if (p.segment) {
       const auto [status, message] = close_reason(p.segment->header(), peer_name(peer));
-      peer_gone(peer, status, message, false);
+      peer_gone(peer, status, message, FailureLog::kQuiet);
     } else {
       peer_gone(peer, HM_ERR_PEER_FAILED,
                 fmt::format("{} closed its shm endpoint (process exited or communicator "
                             "destroyed) while this rank waits for data from it",
                             peer_name(peer)),
-                false);
+                FailureLog::kQuiet);
     }
   }
   return busy;
@@ -215,7 +216,7 @@ bool ShmTransport::deliver(int peer, const RecordHeader& h, std::span<const std:
             fmt::format("shm: {} broke the protocol: fragments of message {:#x} disagree on its "
                         "size",
                         peer_name(peer), h.tag),
-            true);
+            FailureLog::kWarn);
   return false;
 }
 
@@ -225,7 +226,8 @@ bool ShmTransport::on_record(int peer, const RingReader::Record& record, bool& k
   const FragmentHeader fragment{h.tag, h.signature, h.total, h.offset, h.length};
   const auto protocol_error = [&](const std::string& what) {
     peer_gone(peer, HM_ERR_TRANSPORT,
-              fmt::format("shm: {} broke the protocol: {}", peer_name(peer), what), true);
+              fmt::format("shm: {} broke the protocol: {}", peer_name(peer), what),
+              FailureLog::kWarn);
     return false;
   };
   if (h.total > kMaxMessageBytes || h.offset > h.total || h.length > h.total - h.offset) {

@@ -89,7 +89,8 @@ bool ShmTransport::write_ring(int peer) {
   for (auto& request : completed) request->complete();
   if (corrupted) {
     peer_gone(peer, HM_ERR_TRANSPORT,
-              fmt::format("shm: {} corrupted the ring this rank writes to", peer_name(peer)), true);
+              fmt::format("shm: {} corrupted the ring this rank writes to", peer_name(peer)),
+              FailureLog::kWarn);
     return true;
   }
   return busy;

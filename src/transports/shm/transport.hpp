@@ -106,6 +106,13 @@ constexpr std::uint64_t kPassBytes = 4u << 20;
 // other peers' traffic.
 constexpr std::uint64_t kPullBytes = 4u << 20;
 
+// Whether a peer's failure gets a warning in the log: not when it only closed, nor when the
+// router reports what its control plane saw (the router's side logs that).
+enum class FailureLog : bool { kQuiet = false, kWarn = true };
+// Whether the progress thread's sleep bound counts the next liveness check (it always wakes for
+// those by itself).
+enum class Liveness : bool { kNotCounted = false, kCounted = true };
+
 // One isend.
 struct SendOp {
   CompletionPtr request;
@@ -196,7 +203,7 @@ struct Peer {
   // its traffic fails with this once what it wrote before is read.
   std::string ending;
   hm_status_t ending_status = HM_ERR_PEER_FAILED;
-  bool ending_logged = true;
+  FailureLog ending_log = FailureLog::kWarn;
 };
 
 struct Command {
@@ -344,12 +351,13 @@ class ShmTransport final : public Transport,
   void check_liveness(Clock::time_point now);
   void check_connected();
   void maybe_unlink();
-  void peer_gone(int peer, hm_status_t status, const std::string& message, bool log);
+  void peer_gone(int peer, hm_status_t status, const std::string& message, FailureLog log);
   // peer_gone once the ring from `peer` is drained: messages it wrote before are still delivered.
-  void end_after_drain(int peer, hm_status_t status, std::string message, bool log);
+  void end_after_drain(int peer, hm_status_t status, std::string message, FailureLog log);
   void do_shutdown(hm_status_t status, const std::string& why);
   // How long the progress thread may sleep (counting the liveness checks or not).
-  std::chrono::nanoseconds sleep_bound(Clock::time_point now, bool liveness = true) const;
+  std::chrono::nanoseconds sleep_bound(Clock::time_point now,
+                                       Liveness liveness = Liveness::kCounted) const;
   std::string peer_name(int peer) const;
 
   TransportOptions options_;

@@ -94,7 +94,7 @@ void VerbsTransport::check_hello(const std::shared_ptr<Accept>& a) {
     return answer(HM_ERR_TRANSPORT, e.what());
   }
   try {
-    p.in = make_connection(peer, false);
+    p.in = make_connection(peer, Direction::kInbound);
     by_id_[p.in->id] = p.in.get();
     if (const auto why = incompatibility(local_info(*p.in), remote); !why.empty()) {
       fail(HM_ERR_UNSUPPORTED, "cannot form a queue pair with {}: {}", peer_name(peer), why);

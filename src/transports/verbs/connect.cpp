@@ -90,7 +90,7 @@ void VerbsTransport::dial(int peer) {
     return;
   }
   try {
-    p.out = make_connection(peer, true);
+    p.out = make_connection(peer, Direction::kOutbound);
     by_id_[p.out->id] = p.out.get();
   } catch (const Error& e) {
     fail_peer_now(peer,

@@ -22,11 +22,12 @@ SlotMemory allocate_slots(std::size_t bytes) {
 
 }  // namespace
 
-std::unique_ptr<Connection> VerbsTransport::make_connection(int peer, bool outbound) {
+std::unique_ptr<Connection> VerbsTransport::make_connection(int peer, Direction direction) {
   auto c = std::make_unique<Connection>();
   c->id = next_id_++;
   c->peer = peer;
-  c->outbound = outbound;
+  c->outbound = direction == Direction::kOutbound;
+  const bool outbound = c->outbound;
   // The data direction gets the big slots; the other only carries credits and goodbyes.
   const std::uint32_t data_slots = config_.data_slots;
   const std::uint32_t data_bytes = config_.slot_bytes;

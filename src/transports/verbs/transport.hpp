@@ -111,6 +111,10 @@ struct SendOp {
   std::optional<MessageCutter> cutter;  // made with the first piece, once the slot size is known
 };
 
+// Which way a queue pair carries data: this rank's to the peer (it dialed), or the peer's to
+// this rank (the peer dialed).
+enum class Direction : bool { kInbound = false, kOutbound = true };
+
 // One RC queue pair with a peer and the registered slots it sends from and receives into.
 struct Connection {
   std::uint64_t id = 0;
@@ -218,7 +222,7 @@ class VerbsTransport final : public Transport {
                   const CompletionPtr& request);
 
   // Connections.
-  std::unique_ptr<Connection> make_connection(int peer, bool outbound);
+  std::unique_ptr<Connection> make_connection(int peer, Direction direction);
   QpInfo local_info(const Connection& c) const;
   void finish_connection(Connection& c, const QpInfo& remote);
 
