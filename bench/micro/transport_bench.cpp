@@ -16,7 +16,7 @@
 #include "bootstrap/store_server.hpp"
 #include "core/clock.hpp"
 #include "core/status.hpp"
-#include "transports/tcp/tcp_transport.hpp"
+#include "transports/tcp/transport.hpp"
 
 namespace {
 

@@ -59,22 +59,10 @@ std::uint32_t collective_signature(CollectiveKind kind, std::size_t count, int d
   return hash;
 }
 
-std::uint64_t collective_tag(std::uint64_t sequence, std::uint64_t step) {
-  constexpr std::uint64_t kStepBits = 38;
-  constexpr std::uint64_t kSequenceMask = (1ull << 24) - 1;
-  return kTagCollective | ((sequence & kSequenceMask) << kStepBits) |
-         (step & ((1ull << kStepBits) - 1));
-}
-
-std::uint64_t p2p_tag(std::uint32_t user_tag, std::uint64_t sequence) {
-  return kTagPointToPoint | (std::uint64_t{user_tag & kMaxUserTag} << 32) |
-         (sequence & 0xffffffffull);
-}
-
-CollectiveContext::CollectiveContext(Transport& transport, int rank, int size,
-                                     std::uint64_t sequence, std::uint32_t signature,
-                                     std::chrono::milliseconds timeout, std::size_t chunk_bytes,
-                                     OperationName what, CollectiveResources resources)
+CollectiveContext::CollectiveContext(Router& transport, int rank, int size, std::uint64_t sequence,
+                                     std::uint32_t signature, std::chrono::milliseconds timeout,
+                                     std::size_t chunk_bytes, OperationName what,
+                                     CollectiveResources resources)
     : transport_(transport),
       rank_(rank),
       size_(size),

@@ -22,7 +22,8 @@
 #include <vector>
 
 #include "core/completion.hpp"
-#include "transports/transport.hpp"
+#include "transports/common/tag_codec.hpp"
+#include "transports/router.hpp"
 
 namespace holmes {
 
@@ -44,15 +45,7 @@ const char* collective_name(CollectiveKind kind);
 std::uint32_t collective_signature(CollectiveKind kind, std::size_t count, int dtype, int op,
                                    int root);
 
-// Message tags: 2 bits kind | 24 bits sequence | 38 bits step. Point-to-point messages use their
-// own kind: 30 bits of the caller's tag | 32 bits of a sequence number per peer and tag. The
-// collective kind (binary 10) tells the transports' matcher that the tag names an operation whose
-// messages all share one signature (matcher.hpp).
-constexpr std::uint64_t kTagCollective = 2ull << 62;
-constexpr std::uint64_t kTagPointToPoint = 1ull << 62;
-std::uint64_t collective_tag(std::uint64_t sequence, std::uint64_t step);
-constexpr std::uint32_t kMaxUserTag = (1u << 30) - 1;
-std::uint64_t p2p_tag(std::uint32_t user_tag, std::uint64_t sequence);
+// Message tags (collective_tag, p2p_tag) are laid out in transports/common/tag_codec.hpp.
 
 // A receive staged through a pinned slot because its destination is device memory: wait()
 // copies it in once it has arrived.
@@ -107,7 +100,7 @@ struct OperationName {
 
 class CollectiveContext {
  public:
-  CollectiveContext(Transport& transport, int rank, int size, std::uint64_t sequence,
+  CollectiveContext(Router& transport, int rank, int size, std::uint64_t sequence,
                     std::uint32_t signature, std::chrono::milliseconds timeout,
                     std::size_t chunk_bytes, OperationName what,
                     CollectiveResources resources = CollectiveResources());
@@ -170,7 +163,7 @@ class CollectiveContext {
   Transfer send(int peer, std::uint64_t step, std::span<const std::byte> data);
   Transfer recv(int peer, std::uint64_t step, std::span<std::byte> data);
   // A receive that leaves reduce(dtype, op, dst, in, received) in `dst` once it completes
-  // (Transport::irecv_reduce), with the operands in the order the algorithms use when they
+  // (Router::irecv_reduce), with the operands in the order the algorithms use when they
   // reduce themselves, so the result is bitwise the same. nullopt when the link cannot combine
   // (or the buffers are device memory): receive with recv() and reduce() after the wait.
   std::optional<Transfer> recv_reduce(int peer, std::uint64_t step, std::span<std::byte> dst,
@@ -182,7 +175,7 @@ class CollectiveContext {
   // its peer (once per peer and context).
   void wait(const Transfer& transfer);
   void wait_all(const std::vector<Transfer>& transfers);
-  // Gives up a receive that has not completed (Transport::cancel_receive): its request ends
+  // Gives up a receive that has not completed (Router::cancel_receive): its request ends
   // with HM_ERR_ABORTED and nobody waits for it.
   void cancel(const Transfer& transfer, std::uint64_t step);
 
@@ -216,7 +209,7 @@ class CollectiveContext {
   // Throws the failure of `transfer`.
   [[noreturn]] void fail_transfer(const Transfer& transfer);
 
-  Transport& transport_;
+  Router& transport_;
   int rank_;
   int size_;
   std::uint64_t sequence_;

@@ -469,7 +469,7 @@ void CommunicatorImpl::poison(hm_status_t status, const std::string& message) no
       error_message_ = message;
     }
   }
-  transport_->shutdown(status, message, true);
+  transport_->shutdown(status, message, ShutdownWait::kUntilReleased);
 }
 
 void CommunicatorImpl::execute(const CollectiveCall& call, std::uint64_t sequence,
@@ -499,8 +499,8 @@ void CommunicatorImpl::execute(const CollectiveCall& call, std::uint64_t sequenc
       call_bytes <= (device != nullptr ? kDeviceCallerDriveMaxBytes : kCallerDriveMaxBytes) &&
       algorithm != Algorithm::kSharedMemory;
   struct DriveScope {
-    Transport* transport;
-    explicit DriveScope(Transport* t) : transport(t) {
+    CallerDrive* transport;
+    explicit DriveScope(CallerDrive* t) : transport(t) {
       if (transport != nullptr) transport->begin_caller_drive();
     }
     ~DriveScope() {
@@ -668,7 +668,7 @@ void CommunicatorImpl::abort() noexcept {
     }
   }
   transport_->shutdown(HM_ERR_ABORTED, fmt::format("rank {}: hm_comm_abort was called", rank_),
-                       false);
+                       ShutdownWait::kReturnAtOnce);
 }
 
 void CommunicatorImpl::close() noexcept {
@@ -677,7 +677,10 @@ void CommunicatorImpl::close() noexcept {
     if (closed_) return;
     closed_ = true;
   }
-  if (transport_) transport_->shutdown(HM_ERR_ABORTED, "the communicator was destroyed", true);
+  if (transport_) {
+    transport_->shutdown(HM_ERR_ABORTED, "the communicator was destroyed",
+                         ShutdownWait::kUntilReleased);
+  }
   queue_.stop();
 }
 

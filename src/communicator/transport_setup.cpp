@@ -9,7 +9,7 @@
 #include "transports/verbs/ibv_discovery.hpp"
 #include "transports/verbs/ibv_nic.hpp"
 #include "transports/verbs/port_discovery.hpp"
-#include "transports/verbs/verbs_engine.hpp"
+#include "transports/verbs/transport.hpp"
 #endif
 
 namespace holmes::detail {

@@ -13,9 +13,9 @@
 #include "core/settings.hpp"
 #include "transports/kinds.hpp"
 #include "transports/options.hpp"
-#include "transports/shm/shm_transport.hpp"
+#include "transports/shm/transport.hpp"
 #include "transports/transport.hpp"
-#include "transports/verbs/verbs_config.hpp"
+#include "transports/verbs/config.hpp"
 
 namespace holmes::detail {
 

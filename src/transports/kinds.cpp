@@ -1,16 +1,16 @@
 #include "transports/kinds.hpp"
 
 #include "core/status.hpp"
-#include "transports/tcp/tcp_transport.hpp"
+#include "transports/tcp/transport.hpp"
 
 #ifdef HOLMES_HAVE_SHM
-#include "transports/shm/shm_transport.hpp"
+#include "transports/shm/transport.hpp"
 #endif
 #ifdef HOLMES_HAVE_UCX
-#include "transports/ucx/ucx_transport.hpp"
+#include "transports/ucx/transport.hpp"
 #endif
 #ifdef HOLMES_HAVE_VERBS
-#include "transports/verbs/verbs_transport.hpp"
+#include "transports/verbs/transport.hpp"
 #endif
 
 namespace holmes {

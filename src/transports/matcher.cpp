@@ -1,7 +1,6 @@
 #include "transports/matcher.hpp"
 
 #include <algorithm>
-#include <climits>
 #include <cstring>
 #include <limits>
 #include <new>
@@ -26,23 +25,6 @@ std::uint64_t physical_memory_bytes() {
   return bytes;
 }
 
-// Tag layout (collectives/context.hpp): 2 bits kind | 24 bits sequence | 38 bits step.
-constexpr int kSlotShift = 38;
-constexpr std::uint32_t kSlotMask = (1u << 24) - 1;
-constexpr std::uint64_t kKindCollective = 2;
-constexpr std::uint64_t kKindControl = 3;
-// Control tags: the 38 low bits hold 2 bits type | 4 reserved bits | 32 bits root + 1.
-constexpr int kControlTypeShift = 36;
-constexpr std::uint64_t kControlReservedMask = 0xfull << 32;
-constexpr std::uint64_t kControlRootMask = 0xffffffffull;
-
-// Whether `slot` comes after `current` (sequence numbers wrap at 2^24; a rank is never half that
-// many operations away from another).
-bool slot_ahead(std::uint32_t slot, std::uint32_t current) {
-  const std::uint32_t distance = (slot - current) & kSlotMask;
-  return distance != 0 && distance < (kSlotMask + 1) / 2;
-}
-
 // Bounds on what is kept about slots this rank has yet to reach.
 constexpr std::size_t kMaxSlotsAhead = 64;
 constexpr std::size_t kMaxEvidencePerSlot = 4;
@@ -60,29 +42,6 @@ constexpr std::string_view kLeftBecause = "left this operation because it found 
 
 std::string describe_root(int root) {
   return root < 0 ? std::string() : fmt::format(" with root {}", root);
-}
-
-std::uint64_t control_tag(ControlType type, std::uint64_t sequence, int root) {
-  const std::uint64_t root_field = root < 0 ? 0 : static_cast<std::uint64_t>(root) + 1;
-  return (kKindControl << 62) | ((sequence & kSlotMask) << kSlotShift) |
-         (static_cast<std::uint64_t>(type) << kControlTypeShift) | root_field;
-}
-
-std::optional<DecodedControl> decode_control_tag(std::uint64_t tag) {
-  if ((tag >> 62) != kKindControl) return std::nullopt;
-  DecodedControl decoded;
-  const auto type = (tag >> kControlTypeShift) & 3;
-  const auto root_field = tag & kControlRootMask;
-  if ((type != static_cast<std::uint64_t>(ControlType::kProbe) &&
-       type != static_cast<std::uint64_t>(ControlType::kVerdict)) ||
-      (tag & kControlReservedMask) != 0 || root_field > static_cast<std::uint64_t>(INT_MAX) + 1) {
-    return decoded;  // not valid
-  }
-  decoded.valid = true;
-  decoded.message.type = static_cast<ControlType>(type);
-  decoded.message.slot = static_cast<std::uint32_t>(tag >> kSlotShift) & kSlotMask;
-  decoded.message.root = root_field == 0 ? -1 : static_cast<int>(root_field - 1);
-  return decoded;
 }
 
 bool Matcher::failed_by_verdict(std::string_view message) {
@@ -116,13 +75,6 @@ std::optional<std::string> Matcher::disagreement(const Evidence& e,
         namer_(e.peer), describe_root(e.root), e.signature, our_signature);
   }
   return mismatch(e.peer, 0, e.signature, 0, our_signature);
-}
-
-std::optional<std::uint32_t> Matcher::slot_of(std::uint64_t tag) {
-  // Other kinds (point to point, and the plain tags transport tests use) are not checked per
-  // operation.
-  if ((tag >> 62) != kKindCollective) return std::nullopt;
-  return static_cast<std::uint32_t>(tag >> kSlotShift) & kSlotMask;
 }
 
 void Matcher::consider(std::uint32_t slot, const Evidence& evidence) {
@@ -169,7 +121,7 @@ void Matcher::enter(std::uint32_t slot, std::uint32_t signature) {
 void Matcher::fail_current(const std::string& message) {
   current_->failure = message;
   for (auto it = posted_.begin(); it != posted_.end();) {
-    if (slot_of(it->first.tag) == current_->slot) {
+    if (collective_slot(it->first.tag) == current_->slot) {
       // `request` may refer to the entry itself: keep the completion alive past the erase.
       const CompletionPtr request = it->second.request;
       it = posted_.erase(it);
@@ -181,7 +133,7 @@ void Matcher::fail_current(const std::string& message) {
 }
 
 void Matcher::note_arrival(int peer, std::uint64_t tag, std::uint32_t signature) {
-  if (const auto slot = slot_of(tag)) {
+  if (const auto slot = collective_slot(tag)) {
     consider(*slot, Evidence{peer, signature, std::nullopt, -1});
   } else {
     on_control(peer, tag, signature);  // a malformed one is refused when it is delivered
@@ -196,12 +148,12 @@ std::optional<Matcher::Landing> Matcher::land_fragment(int peer, const FragmentH
                                                        bool stage) {
   // A fragment must lie inside its message; transports check this too, the matcher makes sure.
   if (h.offset > h.total || h.length > h.total - h.offset) return std::nullopt;
-  if ((h.tag >> 62) == kKindControl) {
+  if (tag_kind(h.tag) == TagKind::kControl) {
     // Consumed here, never matched with a receive; control messages have no payload.
     if (h.total != 0 || !on_control(peer, h.tag, h.signature)) return std::nullopt;
     return Landing{};
   }
-  const auto slot = slot_of(h.tag);
+  const auto slot = collective_slot(h.tag);
   if (slot) {
     consider(*slot, Evidence{peer, h.signature, std::nullopt, -1});
     // A message of a slot that failed here has no receive to go to: drop it.
@@ -300,7 +252,7 @@ bool Matcher::post(int peer, std::uint64_t tag, std::uint32_t signature,
                     dtype_name(combine->dtype), static_cast<int>(combine->op), namer_(peer)));
     return true;
   }
-  if (const auto slot = slot_of(tag)) {
+  if (const auto slot = collective_slot(tag)) {
     if (!current_ || current_->slot != *slot) enter(*slot, signature);
     if (current_->failure) {
       request->complete(HM_ERR_MISMATCH, *current_->failure);

@@ -18,7 +18,7 @@
 // buffer.
 //
 // Collective tags (kind bits 10) carry their operation's slot in their top bits (kind | sequence
-// | step, see collectives/context.hpp), and every message of one operation carries the same
+// | step, see common/tag_codec.hpp), and every message of one operation carries the same
 // signature on every rank that agrees on the call. So a message whose signature differs from
 // this rank's in the same slot, whatever its step and sender, proves a disagreement: ranks that
 // called different collectives in one slot exchange messages whose steps never meet, and would
@@ -58,6 +58,7 @@
 #include "core/byte_buffer.hpp"
 #include "core/completion.hpp"
 #include "transports/combine.hpp"
+#include "transports/common/tag_codec.hpp"
 
 namespace holmes {
 
@@ -70,23 +71,8 @@ struct FragmentHeader {
   std::uint64_t length = 0;  // payload bytes of this fragment
 };
 
-// The control messages above. Tag: 2 bits kind (binary 11) | 24 bits sequence (as in collective
-// tags) | 2 bits type | 4 bits zero | 32 bits root + 1 (0: the call has no root). No payload;
-// the signature field carries the sender's operation signature.
-enum class ControlType : std::uint8_t { kProbe = 1, kVerdict = 2 };
-struct ControlMessage {
-  ControlType type = ControlType::kProbe;
-  std::uint32_t slot = 0;  // the operation's sequence number, modulo 2^24
-  int root = -1;           // -1: not a rooted call
-};
-std::uint64_t control_tag(ControlType type, std::uint64_t sequence, int root);
-// nullopt for tags that are not control tags; throws nothing. `valid` is false for a control tag
-// that no rank of this version sends (unknown type, reserved bits, root out of range).
-struct DecodedControl {
-  bool valid = false;
-  ControlMessage message;
-};
-std::optional<DecodedControl> decode_control_tag(std::uint64_t tag);
+// The control messages above travel with control tags (common/tag_codec.hpp): no payload; the
+// signature field carries the sender's operation signature.
 
 // How messages name a rooted call: " with root R"; "" for a call without one (root < 0).
 std::string describe_root(int root);
@@ -192,8 +178,6 @@ class Matcher {
   // Why this rank's call in a slot cannot go on, given a peer's evidence; nullopt if it can.
   std::optional<std::string> disagreement(const Evidence& evidence,
                                           std::uint32_t our_signature) const;
-  // The slot of a collective tag; nullopt for other tags.
-  static std::optional<std::uint32_t> slot_of(std::uint64_t tag);
   // A peer's evidence about `slot`: judged now if it is this rank's current slot, kept if this
   // rank has yet to reach it, dropped if this rank is past it.
   void consider(std::uint32_t slot, const Evidence& evidence);

@@ -13,8 +13,8 @@ struct TransportOptions {
   std::chrono::milliseconds connect_timeout{60000};
   int sockets_per_peer = 2;  // tcp: 1..16
   bool checksum = false;     // tcp: CRC32C after every fragment (HOLMES_CHECKSUM=1)
-  // tcp: combining receives (Transport::irecv_reduce) reduce each fragment as it lands, on the
-  // thread that reads it, from a fragment-sized buffer that is reused while still in the cache
+  // tcp: combining receives (CombiningReceive::irecv_reduce) reduce each fragment as it lands, on
+  // the thread that reads it, from a fragment-sized buffer that is reused while still in the cache
   // (HOLMES_TCP_FUSED_REDUCE=0 refuses them: the collective receives into scratch and reduces).
   bool tcp_fused_reduce = true;
   int socket_buffer_bytes = 4 << 20;  // tcp: SO_SNDBUF/SO_RCVBUF; 0 leaves kernel autotuning

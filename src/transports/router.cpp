@@ -12,13 +12,21 @@ Router::Router(int rank, std::vector<std::unique_ptr<Transport>> transports,
   transports_.resize(std::size(kAllTransportKinds));
   auto& tcp = transports_[static_cast<std::size_t>(TransportKind::kTcp)];
   if (!tcp) fail(HM_ERR_INTERNAL, "router without its tcp control plane");
+  // What each transport can do besides moving messages, asked once.
+  kinds_.resize(transports_.size());
+  for (std::size_t k = 0; k < transports_.size(); ++k) {
+    if (Transport* t = transports_[k].get()) {
+      kinds_[k] = {t, capability<CombiningReceive>(*t), capability<CallerDrive>(*t),
+                   capability<SharedBoardAccess>(*t)};
+    }
+  }
   for (const auto& r : routes_) {
     if (!transports_[static_cast<std::size_t>(r.kind)]) {
       fail(HM_ERR_INTERNAL, "route through {}, which was not created", transport_name(r.kind));
     }
   }
   // The one kind every peer's traffic takes, if there is one (sole_carrier), and every kind that
-  // carries some peer's traffic (carriers_); routes are fixed.
+  // carries some peer's traffic (drives_); routes are fixed.
   bool uniform = true;
   std::vector<bool> carries(transports_.size(), false);
   for (int peer = 0; peer < size(); ++peer) {
@@ -29,13 +37,19 @@ Router::Router(int rank, std::vector<std::unique_ptr<Transport>> transports,
     carries[static_cast<std::size_t>(kind)] = true;
   }
   if (!uniform) sole_kind_.reset();
+  // A caller drives the carriers only if each can be driven (verbs cannot: its waiters sleep).
   std::vector<Progress*> progress;
-  for (std::size_t k = 0; k < transports_.size(); ++k) {
+  bool drivable = true;
+  for (std::size_t k = 0; k < kinds_.size(); ++k) {
     if (!carries[k]) continue;
-    carriers_.push_back(transports_[k].get());
-    progress.push_back(transports_[k]->caller_progress());
+    CallerDrive* drive = kinds_[k].drive;
+    drivable = drivable && drive != nullptr;
+    if (drive == nullptr) continue;
+    drives_.push_back(drive);
+    progress.push_back(drive->caller_progress());
   }
-  if (carriers_.size() > 1 &&
+  if (!drivable) drives_.clear();
+  if (drives_.size() > 1 &&
       std::none_of(progress.begin(), progress.end(), [](Progress* p) { return p == nullptr; })) {
     drive_all_ = std::make_unique<CombinedProgress>(std::move(progress));
   }
@@ -67,14 +81,6 @@ Router::~Router() {
   for (std::size_t k = transports_.size(); k-- > 0;) transports_[k].reset();
 }
 
-std::string Router::listen_address() const {
-  return transports_[static_cast<std::size_t>(TransportKind::kTcp)]->listen_address();
-}
-
-void Router::set_peers(int, std::vector<std::string>) {
-  fail(HM_ERR_INTERNAL, "a router's peers are set when it is built");
-}
-
 CompletionPtr Router::connect_all() {
   std::vector<CompletionPtr> parts;
   for (const auto& t : transports_) {
@@ -83,9 +89,9 @@ CompletionPtr Router::connect_all() {
   return Completion::all_of(parts);
 }
 
-Transport& Router::carrier(int peer) const {
+const Router::Carrier& Router::carrier(int peer) const {
   require(peer >= 0 && peer < size() && peer != rank_, "no route to rank {}", peer);
-  return *transports_[static_cast<std::size_t>(routes_[static_cast<std::size_t>(peer)].kind)];
+  return kinds_[static_cast<std::size_t>(routes_[static_cast<std::size_t>(peer)].kind)];
 }
 
 void Router::set_shaping(std::vector<std::optional<LinkShape>> shapes) {
@@ -100,27 +106,34 @@ void Router::set_shaping(std::vector<std::optional<LinkShape>> shapes) {
   shaper_ = std::make_unique<LinkShaper>(
       std::move(shapes), [this](int peer, std::uint64_t tag, std::uint32_t signature,
                                 std::span<const std::byte> data) {
-        return carrier(peer).isend(peer, tag, signature, data);
+        return carrier(peer).transport->isend(peer, tag, signature, data);
       });
 }
 
 CompletionPtr Router::isend(int peer, std::uint64_t tag, std::uint32_t signature,
                             std::span<const std::byte> data) {
   if (shaper_ && shaper_->shape(peer) != nullptr) return shaper_->isend(peer, tag, signature, data);
-  return carrier(peer).isend(peer, tag, signature, data);
+  return carrier(peer).transport->isend(peer, tag, signature, data);
 }
 
 CompletionPtr Router::irecv(int peer, std::uint64_t tag, std::uint32_t signature,
                             std::span<std::byte> data) {
-  return carrier(peer).irecv(peer, tag, signature, data);
+  return carrier(peer).transport->irecv(peer, tag, signature, data);
 }
 
 CompletionPtr Router::irecv_reduce(int peer, std::uint64_t tag, std::uint32_t signature,
                                    std::span<std::byte> data, const ReceiveCombine& combine) {
-  return carrier(peer).irecv_reduce(peer, tag, signature, data, combine);
+  const Carrier& c = carrier(peer);
+  return c.combining != nullptr ? c.combining->irecv_reduce(peer, tag, signature, data, combine)
+                                : nullptr;
 }
 
-void Router::shutdown(hm_status_t status, const std::string& why, bool wait) {
+void Router::cancel_receive(int peer, std::uint64_t tag) {
+  const Carrier& c = carrier(peer);
+  if (c.board != nullptr) c.board->cancel_receive(peer, tag);
+}
+
+void Router::shutdown(hm_status_t status, const std::string& why, ShutdownWait wait) {
   // Data transports first: their goodbyes should reach peers before the control plane closes,
   // or peers read the tcp close as a failure. The shaper before them: nothing it holds may reach
   // a transport after that one's shutdown.
@@ -130,50 +143,53 @@ void Router::shutdown(hm_status_t status, const std::string& why, bool wait) {
   }
 }
 
-Transport* Router::sole_carrier() const {
+const Router::Carrier* Router::sole_carrier() const {
   if (shaper_ || !sole_kind_) return nullptr;
-  return transports_[static_cast<std::size_t>(*sole_kind_)].get();
+  return &kinds_[static_cast<std::size_t>(*sole_kind_)];
 }
 
-std::span<Transport* const> Router::driven() const {
+std::span<CallerDrive* const> Router::driven() const {
   // A drive promises that every wait of the caller polls the driven transports. With one
   // carrier its own waits do. With several, the collectives' waits poll them all (through
   // caller_progress) if every carrier's waiters poll; a wait on a carrier whose waiters sleep at
   // once (verbs), or on the shaper's thread, would leave the others unpolled: no drive.
-  // carriers_ is fixed, so this costs no allocation on a small collective's way in and out.
-  if (shaper_ || (carriers_.size() != 1 && !drive_all_)) return {};
-  return carriers_;
+  // drives_ is fixed, so this costs no allocation on a small collective's way in and out.
+  if (shaper_ || (drives_.size() != 1 && !drive_all_)) return {};
+  return drives_;
 }
 
 void Router::begin_caller_drive() {
-  for (Transport* t : driven()) t->begin_caller_drive();
+  for (CallerDrive* d : driven()) d->begin_caller_drive();
 }
 
 void Router::end_caller_drive() {
-  for (Transport* t : driven()) t->end_caller_drive();
+  for (CallerDrive* d : driven()) d->end_caller_drive();
 }
 
 Progress* Router::caller_progress() {
   if (shaper_) return nullptr;
-  if (Transport* t = sole_carrier()) return t->caller_progress();
+  if (const Carrier* c = sole_carrier()) {
+    return c->drive != nullptr ? c->drive->caller_progress() : nullptr;
+  }
   return drive_all_.get();
 }
 
 SharedBoard* Router::shared_board() {
-  Transport* t = sole_carrier();
-  return t != nullptr ? t->shared_board() : nullptr;
+  const Carrier* c = sole_carrier();
+  return c != nullptr && c->board != nullptr ? &c->board->shared_board() : nullptr;
 }
 
 std::chrono::microseconds Router::yield_before_sleep(int peer) const {
   // A shaped send completes after its delay, on the shaper's thread: nothing to yield for.
   if (shaper_ && shaper_->shape(peer) != nullptr) return std::chrono::microseconds(0);
-  return peer >= 0 && peer < size() ? carrier(peer).yield_before_sleep(peer)
-                                    : std::chrono::microseconds(0);
+  if (peer < 0 || peer >= size()) return std::chrono::microseconds(0);
+  const Carrier& c = carrier(peer);
+  return c.drive != nullptr ? c.drive->yield_before_sleep(peer) : std::chrono::microseconds(0);
 }
 
 LinkProperties Router::link(int peer) const {
   if (peer < 0 || peer >= size() || peer == rank_) return {"self", "this rank", 0, 0};
-  LinkProperties link = carrier(peer).link(peer);
+  LinkProperties link = carrier(peer).transport->link(peer);
   if (const LinkShape* shape = shaper_ ? shaper_->shape(peer) : nullptr) {
     link.description += ", " + shape->describe();
     link.bandwidth_gbytes = shape->bytes_per_s / 1e9;
@@ -184,7 +200,7 @@ LinkProperties Router::link(int peer) const {
 
 void Router::fail_peer(int peer, hm_status_t status, const std::string& message) {
   if (shaper_) shaper_->fail_peer(peer, status, message);
-  carrier(peer).fail_peer(peer, status, message);
+  carrier(peer).transport->fail_peer(peer, status, message);
 }
 
 }  // namespace holmes

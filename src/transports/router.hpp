@@ -1,12 +1,17 @@
-// The transport a communicator talks to: it owns one transport of each kind in use and sends
-// each peer's traffic through the one chosen for that peer (shm on the host, ucx or verbs in the
-// island, tcp between islands). Collectives see a single Transport.
+// What a communicator talks to: it owns one transport of each kind in use and sends each peer's
+// traffic through the one chosen for that peer (shm on the host, ucx or verbs in the island, tcp
+// between islands). The router is not a transport itself: it has no address of its own and
+// its peers are set when it is built. It offers what collectives need of the carriers, each
+// capability (capabilities.hpp) through whichever carrier has it for a peer.
 //
 // tcp is always present and connects to every peer: it is the control plane. Its sockets close
 // when a peer's process or communicator goes away, which shm and ucx cannot see by themselves;
 // the router then fails that peer's traffic on whichever transport carries it.
 #pragma once
 
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -14,14 +19,17 @@
 #include <string>
 #include <vector>
 
-#include "transports/combined_progress.hpp"
+#include "transports/capabilities.hpp"
+#include "transports/common/combined_progress.hpp"
 #include "transports/kinds.hpp"
 #include "transports/shaping/link_shaper.hpp"
 #include "transports/transport.hpp"
 
 namespace holmes {
 
-class Router final : public Transport {
+// A caller drives the router as it would a transport (CallerDrive): every carrier it drives
+// is driven, and its waits poll them all.
+class Router final : public CallerDrive {
  public:
   // `transports` is indexed by TransportKind (nullptr where not created) and must hold tcp.
   // `addresses[kind][peer]` is where peer listens on that kind ("" where it is not used).
@@ -29,28 +37,34 @@ class Router final : public Transport {
   Router(int rank, std::vector<std::unique_ptr<Transport>> transports, std::vector<Route> routes,
          const std::vector<std::vector<std::string>>& addresses);
   ~Router() override;
+  Router(const Router&) = delete;
+  Router& operator=(const Router&) = delete;
 
-  const char* name() const override { return "router"; }
-  std::string listen_address() const override;
-  void set_peers(int rank, std::vector<std::string> addresses) override;
-  CompletionPtr connect_all() override;
+  // Every carrier's Transport::connect_all, as one completion.
+  CompletionPtr connect_all();
   CompletionPtr isend(int peer, std::uint64_t tag, std::uint32_t signature,
-                      std::span<const std::byte> data) override;
+                      std::span<const std::byte> data);
   CompletionPtr irecv(int peer, std::uint64_t tag, std::uint32_t signature,
-                      std::span<std::byte> data) override;
+                      std::span<std::byte> data);
+  // CombiningReceive::irecv_reduce on the peer's carrier; nullptr when that carrier has no
+  // combining receives or declines this one (the caller then receives and reduces itself).
   CompletionPtr irecv_reduce(int peer, std::uint64_t tag, std::uint32_t signature,
-                             std::span<std::byte> data, const ReceiveCombine& combine) override;
-  void shutdown(hm_status_t status, const std::string& why, bool wait) override;
-  LinkProperties link(int peer) const override;
-  std::chrono::microseconds yield_before_sleep(int peer) const override;
+                             std::span<std::byte> data, const ReceiveCombine& combine);
+  // SharedBoardAccess::cancel_receive on the peer's carrier; nothing for carriers without a
+  // board (they post no receive a board wait could leave behind).
+  void cancel_receive(int peer, std::uint64_t tag);
+  // Memory every rank can read: the sole carrier's board, when every peer's traffic takes the
+  // one transport and it has one (shm), and no link is shaped; nullptr otherwise.
+  SharedBoard* shared_board();
+  void shutdown(hm_status_t status, const std::string& why, ShutdownWait wait);
+  LinkProperties link(int peer) const;
+  void fail_peer(int peer, hm_status_t status, const std::string& message);
+
+  // CallerDrive, over the carriers the caller can drive (driven()).
   void begin_caller_drive() override;
   void end_caller_drive() override;
   Progress* caller_progress() override;
-  SharedBoard* shared_board() override;
-  void cancel_receive(int peer, std::uint64_t tag) override {
-    carrier(peer).cancel_receive(peer, tag);
-  }
-  void fail_peer(int peer, hm_status_t status, const std::string& message) override;
+  std::chrono::microseconds yield_before_sleep(int peer) const override;
 
   const Route& route(int peer) const { return routes_.at(static_cast<std::size_t>(peer)); }
   int size() const { return static_cast<int>(routes_.size()); }
@@ -60,21 +74,31 @@ class Router final : public Transport {
   void set_shaping(std::vector<std::optional<LinkShape>> shapes);
 
  private:
-  Transport& carrier(int peer) const;
-  // The transport that carries every peer's traffic, unshaped; nullptr when there is none.
-  Transport* sole_carrier() const;
-  // The transports a caller drives (begin_caller_drive): the sole carrier, or every carrier
-  // when there are several and the waits on each poll (drive_all_); none when links are shaped.
-  std::span<Transport* const> driven() const;
+  // A transport of some kind and the capabilities it has (nullptr where it has not).
+  struct Carrier {
+    Transport* transport = nullptr;
+    CombiningReceive* combining = nullptr;
+    CallerDrive* drive = nullptr;
+    SharedBoardAccess* board = nullptr;
+  };
+
+  const Carrier& carrier(int peer) const;
+  // The carrier of every peer's traffic, unshaped; nullptr when there is none.
+  const Carrier* sole_carrier() const;
+  // The carriers a caller drives (begin_caller_drive): the sole carrier, or every carrier when
+  // there are several and the waits on each poll (drive_all_); none when links are shaped.
+  std::span<CallerDrive* const> driven() const;
 
   int rank_;
   std::vector<std::unique_ptr<Transport>> transports_;
+  std::vector<Carrier> kinds_;  // indexed by TransportKind, like transports_
   std::vector<Route> routes_;
   std::unique_ptr<LinkShaper> shaper_;      // only when some link is shaped
   std::optional<TransportKind> sole_kind_;  // the kind of every peer's route, if they share one
-  // Every carrier of some peer's traffic, each once, in kind order.
-  std::vector<Transport*> carriers_;
-  // All of carriers_' caller progress as one, when there are several carriers and each has one
+  // The caller drive of every carrier of some peer's traffic, each once, in kind order, when
+  // every carrier has one.
+  std::vector<CallerDrive*> drives_;
+  // All of drives_' caller progress as one, when there are several carriers and each has one
   // (tcp, shm and ucx, not verbs): then a caller drives them all and polls them all.
   std::unique_ptr<CombinedProgress> drive_all_;
   // The control plane's io thread reports peer failures until the control plane is gone, which

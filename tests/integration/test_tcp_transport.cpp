@@ -21,8 +21,9 @@
 #include "core/clock.hpp"
 #include "core/env.hpp"
 #include "core/status.hpp"
+#include "transports/capabilities.hpp"
 #include "transports/combine.hpp"
-#include "transports/tcp/tcp_transport.hpp"
+#include "transports/tcp/transport.hpp"
 
 namespace holmes {
 namespace {
@@ -327,8 +328,8 @@ TEST(TcpTransportTest, CorruptedChunkIsReportedWithChecksumNotWithout) {
       EXPECT_EQ(recv->status(), HM_SUCCESS) << recv->message();
       EXPECT_NE(received, sent);
     }
-    sender->shutdown(HM_ERR_ABORTED, "test over", true);
-    receiver->shutdown(HM_ERR_ABORTED, "test over", true);
+    sender->shutdown(HM_ERR_ABORTED, "test over", ShutdownWait::kUntilReleased);
+    receiver->shutdown(HM_ERR_ABORTED, "test over", ShutdownWait::kUntilReleased);
   }
 }
 
@@ -371,7 +372,7 @@ TEST(TcpTransportTest, ShutdownWakesPostedReceive) {
   std::vector<std::byte> buffer(16);
   auto recv = endpoints[1]->irecv(0, 1, 1, buffer);
   std::this_thread::sleep_for(20ms);
-  endpoints[1]->shutdown(HM_ERR_ABORTED, "aborted by test", false);
+  endpoints[1]->shutdown(HM_ERR_ABORTED, "aborted by test", ShutdownWait::kReturnAtOnce);
   ASSERT_TRUE(finishes(recv, 1s));
   EXPECT_EQ(recv->status(), HM_ERR_ABORTED);
   EXPECT_EQ(recv->message(), "aborted by test");
@@ -395,8 +396,8 @@ TEST(TcpTransportTest, BadArgumentsAreRefused) {
   EXPECT_THROW(tcp::make_tcp_transport(options), Error);
 }
 
-// Combining receives (Transport::irecv_reduce): each fragment is reduced into the buffer as it
-// lands, from a fragment-sized staging buffer, so the buffer ends as in + message.
+// Combining receives (CombiningReceive::irecv_reduce): each fragment is reduced into the buffer as
+// it lands, from a fragment-sized staging buffer, so the buffer ends as in + message.
 
 // in + message as uint32, element by element (tests/support/uint32_sum.hpp).
 using test::uint32_sum;
@@ -444,7 +445,9 @@ TEST(TcpCombine, TheSwitchTurnsItOff) {
   auto endpoints = job(2, combine_options(1, false, false));
   std::vector<std::byte> buffer(64);
   const auto own = pattern(64, 1);
-  EXPECT_EQ(endpoints[1]->irecv_reduce(0, 1, 1, buffer, {own.data(), HM_UINT32, HM_SUM}), nullptr);
+  EXPECT_EQ(capability<CombiningReceive>(*endpoints[1])
+                ->irecv_reduce(0, 1, 1, buffer, {own.data(), HM_UINT32, HM_SUM}),
+            nullptr);
 }
 
 // A corrupted fragment fails the combining receive (checksum on) and is never reduced into it.
@@ -458,7 +461,8 @@ TEST(TcpCombine, CorruptedChunkIsNeverReduced) {
   const auto sent = pattern(1 << 20, 9);
   const auto own = pattern(1 << 20, 10);
   std::vector<std::byte> buffer(sent.size(), std::byte{0});
-  auto recv = receiver->irecv_reduce(0, 5, 1, buffer, {own.data(), HM_UINT32, HM_SUM});
+  auto recv = capability<CombiningReceive>(*receiver)->irecv_reduce(
+      0, 5, 1, buffer, {own.data(), HM_UINT32, HM_SUM});
   ASSERT_NE(recv, nullptr);
   auto send = sender->isend(1, 5, 1, sent);
   ASSERT_TRUE(finishes(recv));
@@ -472,8 +476,8 @@ TEST(TcpCombine, CorruptedChunkIsNeverReduced) {
     if (!untouched && std::memcmp(buffer.data() + i, expected.data() + i, 4) != 0) ++wrong;
   }
   EXPECT_EQ(wrong, 0u);
-  sender->shutdown(HM_ERR_ABORTED, "test over", true);
-  receiver->shutdown(HM_ERR_ABORTED, "test over", true);
+  sender->shutdown(HM_ERR_ABORTED, "test over", ShutdownWait::kUntilReleased);
+  receiver->shutdown(HM_ERR_ABORTED, "test over", ShutdownWait::kUntilReleased);
 }
 
 }  // namespace

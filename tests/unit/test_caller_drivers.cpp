@@ -1,6 +1,6 @@
-// Tests of src/transports/caller_drive.hpp: which threads drive a transport, answered without a
-// lock for the first few and correctly for any number.
-#include "transports/caller_drive.hpp"
+// Tests of src/transports/common/caller_drivers.hpp: which threads drive a transport, answered
+// without a lock for the first few and correctly for any number.
+#include "transports/common/caller_drivers.hpp"
 
 #include <gtest/gtest.h>
 

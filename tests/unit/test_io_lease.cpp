@@ -2,7 +2,7 @@
 // progress thread) steps aside for callers that drive small collectives, and that it always comes
 // back (a caller that stops polling, one that goes to sleep, shutdown) so that no socket or worker
 // is left unserved.
-#include "transports/io_lease.hpp"
+#include "transports/common/io_lease.hpp"
 
 #include <gtest/gtest.h>
 
@@ -60,8 +60,8 @@ TEST(IoLease, TheFirstCallerAsksForANudgeAndLaterOnesDoNot) {
   IoLease lease(kLinger);
   EXPECT_TRUE(lease.begin());
   EXPECT_FALSE(lease.begin());  // one nudge is on its way already
-  lease.end(true);
-  lease.end(true);
+  lease.end(IoLease::Ending::kLinger);
+  lease.end(IoLease::Ending::kLinger);
 }
 
 TEST(IoLease, APollingCallerKeepsTheIoThreadParked) {
@@ -81,7 +81,7 @@ TEST(IoLease, APollingCallerKeepsTheIoThreadParked) {
   }
   EXPECT_TRUE(lease.parked());
   EXPECT_EQ(io.resumed(), before);
-  lease.end(true);
+  lease.end(IoLease::Ending::kLinger);
   // The end of a call does not wake it, but the lease runs out a linger later.
   EXPECT_TRUE(eventually([&] { return io.resumed() > before; }));
 }
@@ -95,7 +95,7 @@ TEST(IoLease, ACallerThatStopsPollingLosesTheLease) {
   // Still "driving" but blocked elsewhere: the io thread must come back on its own.
   EXPECT_TRUE(eventually([&] { return io.resumed() > before; }));
   EXPECT_FALSE(lease.parked());
-  lease.end(true);
+  lease.end(IoLease::Ending::kLinger);
 }
 
 TEST(IoLease, ACallerAboutToSleepHandsOverAtOnce) {
@@ -104,7 +104,7 @@ TEST(IoLease, ACallerAboutToSleepHandsOverAtOnce) {
   lease.begin();
   ASSERT_TRUE(eventually([&] { return lease.parked(); }));
   const int before = io.resumed();
-  lease.end(false);
+  lease.end(IoLease::Ending::kResumeNow);
   EXPECT_TRUE(eventually([&] { return io.resumed() > before; }, 2000ms));
 }
 
@@ -115,10 +115,10 @@ TEST(IoLease, ASleepingCallerDoesNotResumeWhileAnotherDrives) {
   lease.begin();
   ASSERT_TRUE(eventually([&] { return lease.parked(); }));
   const int before = io.resumed();
-  lease.end(false);  // one goes to sleep; the other still polls
+  lease.end(IoLease::Ending::kResumeNow);  // one goes to sleep; the other still polls
   std::this_thread::sleep_for(20ms);
   EXPECT_EQ(io.resumed(), before);
-  lease.end(false);
+  lease.end(IoLease::Ending::kResumeNow);
   EXPECT_TRUE(eventually([&] { return io.resumed() > before; }, 2000ms));
 }
 
@@ -127,7 +127,7 @@ TEST(IoLease, WorkFromAThreadThatDoesNotDriveResumesTheIoThread) {
   IoThread io(lease);
   lease.begin();
   ASSERT_TRUE(eventually([&] { return lease.parked(); }));
-  lease.end(true);  // the lease lingers on
+  lease.end(IoLease::Ending::kLinger);  // the lease lingers on
   const int before = io.resumed();
   lease.release();
   EXPECT_TRUE(eventually([&] { return io.resumed() > before; }, 2000ms));

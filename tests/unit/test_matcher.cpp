@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "collectives/context.hpp"
+#include "transports/common/tag_codec.hpp"
 
 namespace holmes {
 namespace {

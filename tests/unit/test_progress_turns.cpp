@@ -1,7 +1,7 @@
 // Tests of src/transports/progress_turns.hpp: a driving caller takes turns only while the
 // transport's thread is parked and nobody else runs, never inside its own turn, and hands over
 // when it sleeps; the transport's thread always gets its turn back.
-#include "transports/progress_turns.hpp"
+#include "transports/common/progress_turns.hpp"
 
 #include <gtest/gtest.h>
 

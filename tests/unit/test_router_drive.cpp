@@ -2,6 +2,7 @@
 // waits (Router::caller_progress): the sole carrier; every carrier when there are several and
 // each one's waiters poll (tcp and shm); none when a carrier's waiters would sleep without
 // polling the others (ucx, verbs) or when links are shaped. Fake transports count the calls.
+// The router finds a transport's drive through its CallerDrive capability (capabilities.hpp).
 #include <gtest/gtest.h>
 
 #include <memory>
@@ -23,7 +24,7 @@ class CountingProgress final : public Progress {
 };
 
 // A transport that moves nothing: it counts drives, and its waiters poll when it has progress.
-class FakeTransport final : public Transport {
+class FakeTransport final : public Transport, public CallerDrive {
  public:
   explicit FakeTransport(bool waiters_poll) : waiters_poll_(waiters_poll) {}
 
@@ -37,12 +38,16 @@ class FakeTransport final : public Transport {
   CompletionPtr irecv(int, std::uint64_t, std::uint32_t, std::span<std::byte>) override {
     return done();
   }
-  void shutdown(hm_status_t, const std::string&, bool) override {}
+  void shutdown(hm_status_t, const std::string&, ShutdownWait) override {}
   LinkProperties link(int) const override { return {"fake", "fake", 0, 0}; }
   void fail_peer(int, hm_status_t, const std::string&) override {}
+  void set_peer_failure_listener(PeerFailureListener) override {}
   void begin_caller_drive() override { ++begins; }
   void end_caller_drive() override { ++ends; }
   Progress* caller_progress() override { return waiters_poll_ ? &progress : nullptr; }
+  std::chrono::microseconds yield_before_sleep(int) const override {
+    return std::chrono::microseconds(0);
+  }
 
   CountingProgress progress;
   int begins = 0, ends = 0;

@@ -56,7 +56,7 @@ LinkShaper::LinkShaper(std::vector<std::optional<LinkShape>> shapes, SendFunctio
 }
 
 LinkShaper::~LinkShaper() {
-  shutdown(HM_ERR_ABORTED, "the link shaper was destroyed", true);
+  shutdown(HM_ERR_ABORTED, "the link shaper was destroyed", ShutdownWait::kUntilReleased);
   // Still joinable only when destroyed from its own thread (an owner let go in a completion
   // callback), after which that thread would lock a destroyed mutex. The router owns its shaper
   // and no completion callback owns a router, so this never happens: refused loudly rather than
@@ -132,7 +132,7 @@ void LinkShaper::hand_over(Pending& message) {
   }
 }
 
-void LinkShaper::shutdown(hm_status_t status, const std::string& why, bool wait) {
+void LinkShaper::shutdown(hm_status_t status, const std::string& why, ShutdownWait wait) {
   std::map<Key, Pending> dropped;
   {
     std::lock_guard lock(mutex_);
@@ -148,7 +148,8 @@ void LinkShaper::shutdown(hm_status_t status, const std::string& why, bool wait)
   for (auto& [key, message] : dropped) message.done->complete(status, why);
   // The thread finishes the hand-over in progress (a nonblocking call) and exits. A shutdown
   // from the scheduler thread itself (a completion callback) cannot wait for it.
-  if (wait && scheduler_.joinable() && scheduler_.get_id() != std::this_thread::get_id()) {
+  if (wait == ShutdownWait::kUntilReleased && scheduler_.joinable() &&
+      scheduler_.get_id() != std::this_thread::get_id()) {
     scheduler_.join();
   }
 }

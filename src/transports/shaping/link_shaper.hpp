@@ -33,6 +33,7 @@
 
 #include "core/clock.hpp"
 #include "core/completion.hpp"
+#include "transports/transport.hpp"
 
 namespace holmes {
 
@@ -74,9 +75,9 @@ class LinkShaper {
                       std::span<const std::byte> data);
 
   // Fails every message not yet handed over (and every later one) with `status`; their buffers
-  // are never touched afterwards. With wait, also stops the scheduler thread, so that nothing
+  // are never touched afterwards. kUntilReleased also stops the scheduler thread, so that nothing
   // is handed to the real transport after this returns.
-  void shutdown(hm_status_t status, const std::string& why, bool wait);
+  void shutdown(hm_status_t status, const std::string& why, ShutdownWait wait);
 
   // Fails the messages to `peer` not yet handed over.
   void fail_peer(int peer, hm_status_t status, const std::string& message);

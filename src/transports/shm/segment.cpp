@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <random>
@@ -124,22 +125,51 @@ std::uint64_t pid_namespace_id() {
   return static_cast<std::uint64_t>(st.st_ino);
 }
 
+namespace {
+
+std::string owner_binding(const std::string& context, const SegmentHeader& header,
+                          const std::string& name) {
+  return fmt::format("shm-owner|{}|{}|rank {} of {}|ring {}", context, name, header.owner_rank,
+                     header.ring_count, header.ring_bytes);
+}
+
+std::string producer_binding(const std::string& context, int from, int to) {
+  return fmt::format("shm-producer|{}|{}->{}", context, from, to);
+}
+
+auth::Mac to_mac(const std::uint8_t (&bytes)[kMacBytes]) {
+  auth::Mac mac{};
+  std::memcpy(mac.data(), bytes, kMacBytes);
+  return mac;
+}
+
+}  // namespace
+
 void Proofs::owner_mac(const SegmentHeader& header, const std::string& name,
                        std::uint8_t (&out)[kMacBytes]) const {
-  const auto context_text = fmt::format("shm-owner|{}|{}|rank {} of {}|ring {}", context, name,
-                                        header.owner_rank, header.ring_count, header.ring_bytes);
-  const auto mac = auth::compute_mac(token, auth::Role::kServer, auth::Channel::kData,
-                                     to_nonce(header.owner_nonce), auth::Nonce{}, context_text);
+  const auto mac = token_.mac(auth::Role::kServer, to_nonce(header.owner_nonce), auth::Nonce{},
+                              owner_binding(token_.context(), header, name));
   std::memcpy(out, mac.data(), kMacBytes);
+}
+
+bool Proofs::proves_owner(const SegmentHeader& header, const std::string& name) const {
+  return token_.proves(to_mac(header.owner_mac), auth::Role::kServer, to_nonce(header.owner_nonce),
+                       auth::Nonce{}, owner_binding(token_.context(), header, name));
 }
 
 void Proofs::producer_mac(const SegmentHeader& header, const RingControl& control, int from, int to,
                           std::uint8_t (&out)[kMacBytes]) const {
-  const auto context_text = fmt::format("shm-producer|{}|{}->{}", context, from, to);
-  const auto mac = auth::compute_mac(token, auth::Role::kClient, auth::Channel::kData,
-                                     to_nonce(header.owner_nonce), to_nonce(control.producer_nonce),
-                                     context_text);
+  const auto mac =
+      token_.mac(auth::Role::kClient, to_nonce(header.owner_nonce),
+                 to_nonce(control.producer_nonce), producer_binding(token_.context(), from, to));
   std::memcpy(out, mac.data(), kMacBytes);
+}
+
+bool Proofs::proves_producer(const SegmentHeader& header, const RingControl& control, int from,
+                             int to) const {
+  return token_.proves(to_mac(control.producer_mac), auth::Role::kClient,
+                       to_nonce(header.owner_nonce), to_nonce(control.producer_nonce),
+                       producer_binding(token_.context(), from, to));
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -326,13 +356,7 @@ std::unique_ptr<PeerSegment> PeerSegment::open(const std::string& name, const Ex
     fail(HM_ERR_TRANSPORT, "shm segment {} is truncated ({} bytes, its header says {})", name,
          st.st_size, h.total_bytes);
   }
-  std::uint8_t expected_mac[kMacBytes];
-  proofs.owner_mac(h, name, expected_mac);
-  auth::Mac theirs{};
-  auth::Mac ours{};
-  std::memcpy(theirs.data(), h.owner_mac, kMacBytes);
-  std::memcpy(ours.data(), expected_mac, kMacBytes);
-  if (!auth::macs_equal(theirs, ours)) {
+  if (!proofs.proves_owner(h, name)) {
     fail(HM_ERR_AUTH,
          "shm segment {} of rank {} carries no valid proof of the job token (HOLMES_TOKEN "
          "differs, or the segment is forged)",
@@ -395,6 +419,33 @@ void remove_stale_segments() {
     if (kill(h.owner_pid, 0) != 0 && errno == ESRCH) shm_unlink(name.c_str());
   }
   closedir(dir);
+}
+
+void write_close_reason(SegmentHeader& header, hm_status_t status, const std::string& why) {
+  const std::size_t n = std::min(why.size(), kCloseReasonBytes - 1);
+  std::memcpy(header.closed_reason, why.data(), n);
+  header.closed_reason[n] = '\0';
+  store_release(header.closed_status, static_cast<std::uint32_t>(status));
+}
+
+std::pair<hm_status_t, std::string> close_reason(SegmentHeader& header, const std::string& peer) {
+  const auto status = static_cast<hm_status_t>(load_acquire(header.closed_status));
+  char copy[kCloseReasonBytes];
+  std::memcpy(copy, header.closed_reason, sizeof(copy));
+  std::string reason(copy, strnlen(copy, sizeof(copy)));
+  for (char& c : reason) {
+    if (c < 0x20 || c > 0x7e) c = '?';
+  }
+  const bool failed = status != HM_SUCCESS && status != HM_ERR_ABORTED && !reason.empty();
+  if (!failed) {
+    return {HM_ERR_PEER_FAILED,
+            fmt::format("{} closed its shm endpoint (process exited or communicator destroyed) "
+                        "while this rank waits for data from it",
+                        peer)};
+  }
+  return {status == HM_ERR_MISMATCH ? HM_ERR_MISMATCH : HM_ERR_PEER_FAILED,
+          fmt::format("{} failed and closed its shm endpoint: {}: {}", peer, status_name(status),
+                      reason)};
 }
 
 }  // namespace holmes::shm

@@ -5,6 +5,7 @@
 // an error that names it, never mapped blindly.
 #pragma once
 
+#include <holmes/holmes.h>
 #include <sys/types.h>
 
 #include <cstddef>
@@ -12,8 +13,10 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
+#include "transports/common/job_token.hpp"
 #include "transports/shm/layout.hpp"
 
 namespace holmes::shm {
@@ -64,17 +67,33 @@ std::uint64_t context_hash(std::string_view context);
 // peer in the same one); 0 when it cannot be read.
 std::uint64_t pid_namespace_id();
 
-// What an endpoint proves with the job token, bound to the communicator, the segment and ranks.
-struct Proofs {
-  std::string token;
-  std::string context;
+// What an endpoint proves with the job token (common/job_token.hpp), bound to the communicator,
+// the segment and the ranks. Written into the segments; no connection carries them.
+class Proofs {
+ public:
+  Proofs(std::string token, std::string context) : token_(std::move(token), std::move(context)) {}
   // The owner's proof, published with the layout.
   void owner_mac(const SegmentHeader& header, const std::string& name,
                  std::uint8_t (&out)[kMacBytes]) const;
+  bool proves_owner(const SegmentHeader& header, const std::string& name) const;
   // A producer's proof, written into its ring slot when it attaches.
   void producer_mac(const SegmentHeader& header, const RingControl& control, int from, int to,
                     std::uint8_t (&out)[kMacBytes]) const;
+  bool proves_producer(const SegmentHeader& header, const RingControl& control, int from,
+                       int to) const;
+
+ private:
+  JobToken token_;
 };
+
+// Records why this endpoint closes in its segment header, for peers waiting on it.
+void write_close_reason(SegmentHeader& header, hm_status_t status, const std::string& why);
+
+// A peer's closing as this rank reports it: the status its waiters get (a disagreement stays a
+// disagreement; anything else is the peer failing) and the message, with the peer's reason
+// when it gave one that says more than a plain destroy. The bytes come from another process:
+// copied once, cut at the buffer's end, non-printable characters replaced. `peer` names it.
+std::pair<hm_status_t, std::string> close_reason(SegmentHeader& header, const std::string& peer);
 
 // The segment this endpoint owns. Created with its header only; set_layout() grows it once the
 // communicator size is known.

@@ -25,7 +25,7 @@ constexpr std::size_t kMaxFragmentBytes = 4u << 20;     // a fragment never exce
 constexpr std::uint64_t kMaxMessageBytes = 1ull << 40;  // 1 TiB
 constexpr std::uint32_t kFlagChecksum = 1;
 constexpr std::size_t kChecksumBytes = 4;
-// Collective and point-to-point tags never have all bits set (collectives/context.hpp).
+// Collective and point-to-point tags never have all bits set (common/tag_codec.hpp).
 constexpr std::uint64_t kNoticeTag = ~std::uint64_t{0};
 constexpr std::uint32_t kMaxNoticeBytes = 4096;
 

@@ -7,7 +7,6 @@
 
 #include <fmt/format.h>
 
-#include "core/env.hpp"
 #include "core/log.hpp"
 #include "core/status.hpp"
 #include "transports/ucx/ucx_devices.hpp"
@@ -63,9 +62,10 @@ std::string probe_ucp() {
   }
 }
 
-UcpWorker::UcpWorker(const std::string& listen_host, bool shared_memory) {
+UcpWorker::UcpWorker(const UcxConfig& settings) {
+  const std::string& listen_host = settings.listen_host;
   const auto config = read_config();
-  if (!shared_memory && !env_string("UCX_TLS")) {
+  if (!settings.same_host_peers && !settings.user_tls) {
     // "^sm" is every transport but posix, sysv, cma, knem and xpmem.
     const ucs_status_t status = ucp_config_modify(config.get(), "TLS", "^sm");
     if (status != UCS_OK) {
@@ -74,7 +74,7 @@ UcpWorker::UcpWorker(const std::string& listen_host, bool shared_memory) {
     }
     HM_LOG_DEBUG("ucx: UCX_TLS=^sm (every peer of this worker is on another host)");
   }
-  if (!env_string("UCX_NET_DEVICES")) {
+  if (!settings.user_net_devices) {
     // Without this UCX also opens lanes on interfaces the job was not told to use (eth0 next to
     // the loopback of a single-host job); RDMA ports stay so that a cluster keeps its HCAs.
     if (const auto devices = default_net_devices(listen_host, rdma_device_ports())) {

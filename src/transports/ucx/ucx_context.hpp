@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "transports/ucx/config.hpp"
 #include "transports/ucx/ucx_address.hpp"
 
 namespace holmes::ucx {
@@ -25,9 +26,10 @@ std::string probe_ucp();
 
 class UcpWorker {
  public:
-  // Throws HM_ERR_TRANSPORT naming what failed. `listen_host` chooses the network device;
-  // without `shared_memory` UCX's shared-memory transports stay closed unless UCX_TLS is set.
-  UcpWorker(const std::string& listen_host, bool shared_memory);
+  // Throws HM_ERR_TRANSPORT naming what failed. `config.listen_host` chooses the network device
+  // unless UCX_NET_DEVICES is set; without `config.same_host_peers` UCX's shared-memory
+  // transports stay closed unless UCX_TLS is set.
+  explicit UcpWorker(const UcxConfig& config);
   ~UcpWorker() { close(); }
   UcpWorker(const UcpWorker&) = delete;
   UcpWorker& operator=(const UcpWorker&) = delete;

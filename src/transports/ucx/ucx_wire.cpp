@@ -2,8 +2,8 @@
 
 #include <string>
 
-#include "bootstrap/auth.hpp"
 #include "core/bytes.hpp"
+#include "transports/common/job_token.hpp"
 
 namespace holmes::ucx {
 
@@ -41,9 +41,10 @@ std::optional<AmHeader> AmHeader::decode(std::span<const std::uint8_t> bytes) {
 }
 
 std::uint64_t am_cookie(std::string_view token, std::string_view context) {
+  // A proof without nonces: UCP messages carry no handshake to exchange them.
   const auth::Nonce zero{};
-  const auto mac = auth::compute_mac(token, auth::Role::kClient, auth::Channel::kData, zero, zero,
-                                     std::string("ucx|").append(context));
+  const JobToken job{std::string(token), std::string(context)};
+  const auto mac = job.mac(auth::Role::kClient, zero, zero, std::string("ucx|").append(context));
   return load_le<std::uint64_t>(mac.data());
 }
 

@@ -40,7 +40,8 @@ struct AmHeader {
   static std::optional<AmHeader> decode(std::span<const std::uint8_t> bytes);
 };
 
-// The cookie of a communicator: the first 8 bytes of HMAC-SHA256(token, "ucx|" context).
+// The cookie of a communicator: the first 8 bytes of its job token proof (common/job_token.hpp)
+// with no nonces, bound to "ucx|" context.
 std::uint64_t am_cookie(std::string_view token, std::string_view context);
 
 }  // namespace holmes::ucx

@@ -65,7 +65,7 @@ struct QueueShape {
   std::uint32_t recv_depth = 0;  // receives posted at most
 };
 
-// Which RTR/RTS settings a queue pair uses (verbs_config.hpp).
+// Which RTR/RTS settings a queue pair uses (config.hpp).
 struct PathSettings {
   std::uint8_t service_level = 0;
   std::uint8_t traffic_class = 0;

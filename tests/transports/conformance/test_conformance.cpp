@@ -14,6 +14,7 @@
 
 #include "core/clock.hpp"
 #include "core/status.hpp"
+#include "transports/capabilities.hpp"
 #include "transports/kinds.hpp"
 
 namespace holmes {
@@ -55,6 +56,22 @@ std::vector<std::byte> pattern(std::size_t bytes, unsigned seed) {
   }
   return data;
 }
+
+// The caller-drive calls a small collective makes, on a transport that has them
+// (capabilities.hpp); on one that has not (verbs) a drive is nothing and a wait sleeps at once.
+struct Drive {
+  explicit Drive(Transport& t) : caller(capability<CallerDrive>(t)) {}
+  void begin() const {
+    if (caller != nullptr) caller->begin_caller_drive();
+  }
+  void end() const {
+    if (caller != nullptr) caller->end_caller_drive();
+  }
+  std::chrono::microseconds yield(int peer) const {
+    return caller != nullptr ? caller->yield_before_sleep(peer) : 0us;
+  }
+  CallerDrive* caller;
+};
 
 void expect_done(const CompletionPtr& c, hm_status_t expected = HM_SUCCESS,
                  std::chrono::milliseconds within = 60s) {
@@ -287,7 +304,7 @@ TEST_P(Conformance, ShutdownWithoutWaitingWakesEverything) {
   std::vector<std::byte> buffer(1 << 20);
   auto recv = g[1].irecv(0, 1, 1, buffer);
   const auto start = Clock::now();
-  g[1].shutdown(HM_ERR_ABORTED, "aborted by the test", false);
+  g[1].shutdown(HM_ERR_ABORTED, "aborted by the test", ShutdownWait::kReturnAtOnce);
   EXPECT_LT(Clock::now() - start, 1s) << "shutdown(wait=false) blocked";
   expect_done(recv, HM_ERR_ABORTED, 5s);
   EXPECT_EQ(recv->message(), "aborted by the test");
@@ -309,7 +326,7 @@ TEST_P(Conformance, ManyLifetimes) {
   }
 }
 
-// What a rank's thread does during a small collective (Transport::begin_caller_drive): it posts,
+// What a rank's thread does during a small collective (CallerDrive::begin_caller_drive): it posts,
 // then waits polling the transport itself. Both endpoints drive, each from its own thread, and
 // play ping-pong; every few rounds the sender pauses past the driver's poll window, so that the
 // waiter goes to sleep and the transport's own thread must take over (tcp: the io thread leaves
@@ -323,14 +340,15 @@ TEST_P(Conformance, CallersThatDriveExchangeSmallMessages) {
   auto play = [&g](int self) {
     const int other = 1 - self;
     Transport& t = g[self];
+    const Drive drive(t);
     for (int round = 0; round < kRounds; ++round) {
-      t.begin_caller_drive();
+      drive.begin();
       const auto tag = static_cast<std::uint64_t>(round);
       const bool sends_first = (round % 2) == self;
       std::array<std::uint64_t, 1> out{static_cast<std::uint64_t>(round * 2 + self)};
       std::array<std::uint64_t, 1> in{~std::uint64_t{0}};
       auto wait = [&](const CompletionPtr& c) {
-        ASSERT_TRUE(c->wait_until(Deadline::after(30s), t.yield_before_sleep(other)))
+        ASSERT_TRUE(c->wait_until(Deadline::after(30s), drive.yield(other)))
             << "rank " << self << " round " << round;
         ASSERT_EQ(c->status(), HM_SUCCESS) << c->message();
       };
@@ -339,7 +357,7 @@ TEST_P(Conformance, CallersThatDriveExchangeSmallMessages) {
       if (sends_first) wait(t.isend(other, tag, 1, std::as_bytes(std::span(out))));
       wait(recv);
       if (!sends_first) wait(t.isend(other, tag, 1, std::as_bytes(std::span(out))));
-      t.end_caller_drive();
+      drive.end();
       ASSERT_EQ(in[0], static_cast<std::uint64_t>(round * 2 + other)) << "round " << round;
     }
   };
@@ -370,8 +388,9 @@ TEST_P(Conformance, ADrivingCallerCompletesItsReceivesOnItsOwnThread) {
   auto play = [&](int self) {
     const int other = 1 - self;
     Transport& t = g[self];
+    const Drive drive(t);
     for (int round = 0; round < kRounds; ++round) {
-      t.begin_caller_drive();
+      drive.begin();
       const auto tag = static_cast<std::uint64_t>(round);
       std::array<std::uint64_t, 1> out{static_cast<std::uint64_t>(round)};
       std::array<std::uint64_t, 1> in{};
@@ -387,11 +406,11 @@ TEST_P(Conformance, ADrivingCallerCompletesItsReceivesOnItsOwnThread) {
       registering.store(false);
       auto send = t.isend(other, tag, 1, std::as_bytes(std::span(out)));
       for (const auto& c : {send, recv}) {
-        ASSERT_TRUE(c->wait_until(Deadline::after(30s), t.yield_before_sleep(other)))
+        ASSERT_TRUE(c->wait_until(Deadline::after(30s), drive.yield(other)))
             << "rank " << self << " round " << round;
         ASSERT_EQ(c->status(), HM_SUCCESS) << c->message();
       }
-      t.end_caller_drive();
+      drive.end();
       ASSERT_EQ(in[0], static_cast<std::uint64_t>(round));
       if (self == 0 && here.load()) on_caller.fetch_add(1);
     }
@@ -413,13 +432,13 @@ TEST_P(Conformance, ADrivingCallerCanShutDown) {
   expect_done(g[0].connect_all());
   expect_done(g[1].connect_all());
   std::array<std::uint64_t, 1> in{};
-  g[0].begin_caller_drive();
+  Drive(g[0]).begin();
   auto pending = g[0].irecv(1, 7, 1, std::as_writable_bytes(std::span(in)));
   std::this_thread::sleep_for(5ms);  // the transport's own thread has stepped aside by now
   const auto start = Clock::now();
-  g[0].shutdown(HM_ERR_ABORTED, "stopped while driving", true);
+  g[0].shutdown(HM_ERR_ABORTED, "stopped while driving", ShutdownWait::kUntilReleased);
   EXPECT_LT(Clock::now() - start, 5s);
-  g[0].end_caller_drive();
+  Drive(g[0]).end();
   expect_done(pending, HM_ERR_ABORTED, 5s);
   std::array<std::uint64_t, 1> from0{};
   auto peer_side = g[1].irecv(0, 8, 1, std::as_writable_bytes(std::span(from0)));
@@ -436,13 +455,13 @@ TEST_P(Conformance, ADrivingCallerThatStopsPollingIsStillServed) {
   expect_done(g[1].connect_all());
   std::array<std::uint64_t, 2> in{};
   const std::array<std::uint64_t, 2> sent{0x1122334455667788ull, 42};
-  g[0].begin_caller_drive();
+  Drive(g[0]).begin();
   auto recv = g[0].irecv(1, 5, 3, std::as_writable_bytes(std::span(in)));
   auto send = g[1].isend(0, 5, 3, std::as_bytes(std::span(sent)));
   // Neither wait_until nor any poll on this thread: only looks, sleeping in between.
   const auto until = Clock::now() + 10s;
   while (!recv->done() && Clock::now() < until) std::this_thread::sleep_for(1ms);
-  g[0].end_caller_drive();
+  Drive(g[0]).end();
   ASSERT_TRUE(recv->done()) << "the receive stalled while its caller drove without polling";
   EXPECT_EQ(recv->status(), HM_SUCCESS) << recv->message();
   EXPECT_EQ(in, sent);

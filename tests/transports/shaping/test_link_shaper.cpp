@@ -270,7 +270,7 @@ TEST(LinkShaperTest, ShutdownFailsWhatIsHeldAndNeverHandsItOver) {
   std::vector<CompletionPtr> done;
   for (int i = 0; i < 3; ++i)
     done.push_back(shaper->isend(1 + i % 2, static_cast<unsigned>(i), 0, buffer));
-  shaper->shutdown(HM_ERR_ABORTED, "the communicator was destroyed", true);
+  shaper->shutdown(HM_ERR_ABORTED, "the communicator was destroyed", ShutdownWait::kUntilReleased);
   for (const auto& d : done) {
     ASSERT_TRUE(d->done()) << "still pending after shutdown returned";
     EXPECT_EQ(d->status(), HM_ERR_ABORTED);
@@ -288,7 +288,7 @@ TEST(LinkShaperTest, ShutdownWithoutWaitingFailsWhatIsHeld) {
   LinkShaper shaper(shapes(2, shape_of(1000)), fake.sender());
   std::vector<std::byte> buffer(20'000);
   auto held = shaper.isend(1, 1, 0, buffer);
-  shaper.shutdown(HM_ERR_TIMEOUT, "abort", false);
+  shaper.shutdown(HM_ERR_TIMEOUT, "abort", ShutdownWait::kReturnAtOnce);
   ASSERT_TRUE(held->done());
   EXPECT_EQ(held->status(), HM_ERR_TIMEOUT);
   EXPECT_TRUE(fake.sent().empty());
@@ -305,7 +305,7 @@ TEST(LinkShaperTest, FailPeerFailsOnlyThatPeersMessages) {
   EXPECT_EQ(to_one->status(), HM_ERR_PEER_FAILED);
   EXPECT_EQ(to_one->message(), "rank 1 closed its connection");
   EXPECT_FALSE(to_two->done());
-  shaper.shutdown(HM_ERR_ABORTED, "done", true);
+  shaper.shutdown(HM_ERR_ABORTED, "done", ShutdownWait::kUntilReleased);
   EXPECT_EQ(to_two->status(), HM_ERR_ABORTED);
   EXPECT_TRUE(fake.sent().empty());
 }

@@ -14,7 +14,7 @@
 
 #include "core/clock.hpp"
 #include "transports/options.hpp"
-#include "transports/shm/shm_transport.hpp"
+#include "transports/shm/transport.hpp"
 #include "transports/transport.hpp"
 
 namespace holmes::shm::testing {

@@ -12,6 +12,7 @@
 
 #include "core/status.hpp"
 #include "shm_test_util.hpp"
+#include "transports/capabilities.hpp"
 #include "transports/shared_board.hpp"
 #include "transports/shm/layout.hpp"
 
@@ -32,7 +33,8 @@ std::vector<std::unique_ptr<Transport>> connected_job(int n) {
 }
 
 SharedBoard& board(const std::unique_ptr<Transport>& endpoint) {
-  SharedBoard* b = endpoint->shared_board();
+  SharedBoardAccess* access = capability<SharedBoardAccess>(*endpoint);
+  SharedBoard* b = access != nullptr ? &access->shared_board() : nullptr;
   EXPECT_NE(b, nullptr);
   return *b;
 }
@@ -139,7 +141,7 @@ TEST_F(ShmBoardTest, AFailedPeerEndsTheWaitWithItsCause) {
 TEST_F(ShmBoardTest, APeerThatClosedIsAFailureUnlessItPublishedFirst) {
   auto endpoints = connected_job(3);
   publish(board(endpoints[1]), 1, pattern(16, 3), 5);
-  endpoints[1]->shutdown(HM_ERR_ABORTED, "destroyed by the test", true);
+  endpoints[1]->shutdown(HM_ERR_ABORTED, "destroyed by the test", ShutdownWait::kUntilReleased);
   // What it published before closing is still read.
   EXPECT_TRUE(board(endpoints[0]).read(1, 1).has_value());
   std::string message;
@@ -149,7 +151,7 @@ TEST_F(ShmBoardTest, APeerThatClosedIsAFailureUnlessItPublishedFirst) {
 
 TEST_F(ShmBoardTest, ReadsAfterThisEndpointShutDownFailWithItsStatus) {
   auto endpoints = connected_job(2);
-  endpoints[0]->shutdown(HM_ERR_ABORTED, "aborted by the test", true);
+  endpoints[0]->shutdown(HM_ERR_ABORTED, "aborted by the test", ShutdownWait::kUntilReleased);
   std::string message;
   EXPECT_EQ(read_error(board(endpoints[0]), 1, 1, &message), HM_ERR_ABORTED);
   EXPECT_NE(message.find("aborted by the test"), std::string::npos) << message;

@@ -1,4 +1,4 @@
-// Combining receives over shm (Transport::irecv_reduce): the buffer ends as in + message,
+// Combining receives over shm (CombiningReceive::irecv_reduce): the buffer ends as in + message,
 // element by element, whether the fragments are reduced straight from the ring (the receive is
 // posted first, or comes while they wait there), from a bounce buffer (cross-memory attach, or
 // fragments moved out of a small ring to make room), or in place; and the switch turns it off.
@@ -62,14 +62,17 @@ TEST_F(ShmCombineTest, TheSwitchTurnsItOff) {
   auto endpoints = job(2, t);
   std::vector<std::byte> own(16);
   std::vector<std::byte> buffer(16);
-  EXPECT_EQ(endpoints[1]->irecv_reduce(0, 1, 1, buffer, {own.data(), HM_FLOAT32, HM_SUM}), nullptr);
+  EXPECT_EQ(capability<CombiningReceive>(*endpoints[1])
+                ->irecv_reduce(0, 1, 1, buffer, {own.data(), HM_FLOAT32, HM_SUM}),
+            nullptr);
 }
 
 TEST_F(ShmCombineTest, PartElementsAreRefused) {
   auto endpoints = job(2);
   std::vector<std::byte> own(10);
   std::vector<std::byte> buffer(10);
-  EXPECT_THROW(endpoints[1]->irecv_reduce(0, 1, 1, buffer, {own.data(), HM_FLOAT32, HM_SUM}),
+  EXPECT_THROW(capability<CombiningReceive>(*endpoints[1])
+                   ->irecv_reduce(0, 1, 1, buffer, {own.data(), HM_FLOAT32, HM_SUM}),
                Error);
 }
 

@@ -377,7 +377,7 @@ TEST_F(ShmTest, ClosingPeerPassesOnItsReason) {
     auto recv = endpoints[1]->irecv(0, 1, 1, buffer);
     const std::string why = std::string("allreduce #7 on rank 0: the link to rank 5 is down\n") +
                             std::string(3000, 'x');  // longer than the room for it
-    endpoints[0]->shutdown(c.closes_with, why, true);
+    endpoints[0]->shutdown(c.closes_with, why, ShutdownWait::kUntilReleased);
     ASSERT_TRUE(finishes(recv, 2s));
     EXPECT_EQ(recv->status(), c.expected) << recv->message();
     EXPECT_NE(recv->message().find("rank 0"), std::string::npos) << recv->message();
@@ -392,7 +392,8 @@ TEST_F(ShmTest, ClosingPeerPassesOnItsReason) {
   for (auto& e : endpoints) ASSERT_TRUE(finishes(e->connect_all()));
   std::vector<std::byte> buffer(64);
   auto recv = endpoints[1]->irecv(0, 1, 1, buffer);
-  endpoints[0]->shutdown(HM_ERR_ABORTED, "the communicator was destroyed", true);
+  endpoints[0]->shutdown(HM_ERR_ABORTED, "the communicator was destroyed",
+                         ShutdownWait::kUntilReleased);
   ASSERT_TRUE(finishes(recv, 2s));
   EXPECT_EQ(recv->status(), HM_ERR_PEER_FAILED);
   EXPECT_NE(recv->message().find("closed its shm endpoint"), std::string::npos) << recv->message();
@@ -426,7 +427,7 @@ TEST_F(ShmTest, ShutdownFailsPendingAndLaterRequests) {
   auto endpoints = job(2);
   std::vector<std::byte> buffer(128);
   auto recv = endpoints[0]->irecv(1, 1, 1, buffer);
-  endpoints[0]->shutdown(HM_ERR_ABORTED, "aborted by the test", true);
+  endpoints[0]->shutdown(HM_ERR_ABORTED, "aborted by the test", ShutdownWait::kUntilReleased);
   ASSERT_TRUE(recv->done());  // wait=true: settled before shutdown returned
   EXPECT_EQ(recv->status(), HM_ERR_ABORTED);
   EXPECT_EQ(recv->message(), "aborted by the test");
@@ -443,7 +444,7 @@ TEST_F(ShmTest, AbortWithoutWaitingSettlesSoon) {
   auto endpoints = job(2);
   std::vector<std::byte> buffer(128);
   auto recv = endpoints[0]->irecv(1, 1, 1, buffer);
-  endpoints[0]->shutdown(HM_ERR_ABORTED, "hm_comm_abort", false);
+  endpoints[0]->shutdown(HM_ERR_ABORTED, "hm_comm_abort", ShutdownWait::kReturnAtOnce);
   ASSERT_TRUE(finishes(recv, 2s));
   EXPECT_EQ(recv->status(), HM_ERR_ABORTED);
 }
@@ -496,7 +497,7 @@ TEST_F(ShmTest, DestroyedBeforeItsPeersWereSet) {
   { auto unused = endpoint(); }
   {
     auto unused = endpoint();
-    unused->shutdown(HM_ERR_ABORTED, "never used", true);
+    unused->shutdown(HM_ERR_ABORTED, "never used", ShutdownWait::kUntilReleased);
   }
 }
 

@@ -25,7 +25,7 @@
 #include "core/clock.hpp"
 #include "core/status.hpp"
 #include "process_threads.hpp"
-#include "transports/ucx/ucx_transport.hpp"
+#include "transports/ucx/transport.hpp"
 
 namespace holmes {
 namespace {
@@ -568,7 +568,7 @@ TEST(UcxTransport, ShutdownFailsPendingAndLaterRequests) {
   auto endpoints = job(2);
   std::vector<std::byte> buffer(1 << 20);
   auto pending = endpoints[1]->irecv(0, 1, 1, buffer);
-  endpoints[1]->shutdown(HM_ERR_ABORTED, "stopped by the test", true);
+  endpoints[1]->shutdown(HM_ERR_ABORTED, "stopped by the test", ShutdownWait::kUntilReleased);
   ASSERT_TRUE(pending->done()) << "shutdown(wait) returned with a receive pending";
   EXPECT_EQ(pending->status(), HM_ERR_ABORTED);
   EXPECT_EQ(pending->message(), "stopped by the test");
@@ -585,7 +585,7 @@ TEST(UcxTransport, AbortReturnsAtOnce) {
   std::vector<std::byte> buffer(1 << 20);
   auto recv = endpoints[1]->irecv(0, 1, 1, buffer);
   const auto start = Clock::now();
-  endpoints[1]->shutdown(HM_ERR_ABORTED, "aborted", false);
+  endpoints[1]->shutdown(HM_ERR_ABORTED, "aborted", ShutdownWait::kReturnAtOnce);
   EXPECT_LT(Clock::now() - start, 100ms) << "shutdown(wait=false) blocked";
   EXPECT_TRUE(ends(recv, HM_ERR_ABORTED, 2s));
 }

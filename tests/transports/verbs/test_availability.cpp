@@ -13,7 +13,7 @@
 #include "core/status.hpp"
 #include "transports/kinds.hpp"
 #include "transports/verbs/ibv_discovery.hpp"
-#include "transports/verbs/verbs_transport.hpp"
+#include "transports/verbs/transport.hpp"
 
 namespace holmes::verbs {
 namespace {

@@ -13,7 +13,7 @@
 #include <string>
 
 #include "core/status.hpp"
-#include "transports/verbs/verbs_config.hpp"
+#include "transports/verbs/config.hpp"
 
 namespace holmes::verbs {
 namespace {

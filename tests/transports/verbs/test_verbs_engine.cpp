@@ -1,4 +1,4 @@
-// The verbs transport's whole logic (verbs_engine.hpp) on an in-memory fabric (fake_fabric.hpp):
+// The verbs transport's whole logic (transport.hpp) on an in-memory fabric (fake_fabric.hpp):
 // real TCP handshakes with the job token, queue pair setup, credits, pieces, the Matcher,
 // goodbyes and failures, with several endpoints in one process. Only the libibverbs calls
 // themselves (ibv_nic.cpp) are not exercised here; they need a device.
@@ -24,7 +24,7 @@
 #include "core/status.hpp"
 #include "fake_fabric.hpp"
 #include "transports/verbs/handshake.hpp"
-#include "transports/verbs/verbs_engine.hpp"
+#include "transports/verbs/transport.hpp"
 
 namespace holmes::verbs {
 namespace {
@@ -405,7 +405,7 @@ TEST(VerbsEngine, ShutdownWithoutWaitingWakesEverything) {
   std::vector<std::byte> buffer(1 << 20);
   auto recv = g[1].irecv(0, 1, 1, buffer);
   const auto start = Clock::now();
-  g[1].shutdown(HM_ERR_ABORTED, "aborted by the test", false);
+  g[1].shutdown(HM_ERR_ABORTED, "aborted by the test", ShutdownWait::kReturnAtOnce);
   EXPECT_LT(Clock::now() - start, 1s) << "shutdown(wait=false) blocked";
   expect_done(recv, HM_ERR_ABORTED, 5s);
   EXPECT_EQ(recv->message(), "aborted by the test");

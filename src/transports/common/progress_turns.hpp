@@ -1,19 +1,16 @@
 // Whose turn it is to progress a transport: its own thread (tcp's io thread, ucx's progress
-// thread) or a caller that drives a small collective (Transport::begin_caller_drive). Bundles
-// the parts every such transport needs: the callers that drive (caller_drive.hpp), the lease that
-// parks the transport's thread while they do (io_lease.hpp), and the run mutex that lets one
-// thread at a time touch the transport's state, with a note of which thread holds it, so that
-// work handed over from inside a turn is queued rather than run re-entrantly.
+// thread) or a caller that drives a small collective (CallerDrive::begin_caller_drive). Bundles
+// the parts every such transport needs: the callers that drive (caller_drivers.hpp), the lease
+// that parks the transport's thread while they do (io_lease.hpp), and the turn lock that lets one
+// thread at a time touch the transport's state (turn_lock.hpp).
 #pragma once
 
-#include <atomic>
 #include <chrono>
-#include <mutex>
-#include <thread>
 #include <utility>
 
-#include "transports/caller_drive.hpp"
-#include "transports/io_lease.hpp"
+#include "transports/common/caller_drivers.hpp"
+#include "transports/common/io_lease.hpp"
+#include "transports/common/turn_lock.hpp"
 
 namespace holmes {
 
@@ -30,23 +27,23 @@ class ProgressTurns {
   // `linger`: how long the transport's thread stays parked after the last sign of a driver.
   explicit ProgressTurns(std::chrono::microseconds linger = kDriveLinger) : lease_(linger) {}
 
-  // Transport::begin_caller_drive. True when the transport's thread must be nudged out of its
+  // CallerDrive::begin_caller_drive. True when the transport's thread must be nudged out of its
   // wait (a no-op handler, an eventfd) to park.
   bool begin_drive() {
     drivers_.add();
     return lease_.begin();
   }
-  // Transport::end_caller_drive (a no-op if the thread already handed over in stop_polling).
+  // CallerDrive::end_caller_drive (a no-op if the thread already handed over in stop_polling).
   void end_drive() {
-    if (drivers_.remove()) lease_.end(true);
+    if (drivers_.remove()) lease_.end(IoLease::Ending::kLinger);
   }
   // Progress::stop_polling: a driving caller about to sleep hands over to the transport's thread.
   void stop_polling(bool satisfied) {
-    if (!satisfied && drivers_.remove()) lease_.end(false);
+    if (!satisfied && drivers_.remove()) lease_.end(IoLease::Ending::kResumeNow);
   }
   // Whether this thread drives.
   bool drives() const { return drivers_.contains(); }
-  // Transport::yield_before_sleep: a driving caller polls for a while before it sleeps; any
+  // CallerDrive::yield_before_sleep: a driving caller polls for a while before it sleeps; any
   // other wait sleeps at once (a large transfer would only burn the core the transport's thread
   // needs).
   std::chrono::microseconds yield_before_sleep() const {
@@ -60,7 +57,7 @@ class ProgressTurns {
   // Shutdown: the transport's thread runs from now on, whoever drives.
   void close() { lease_.close(); }
   // Whether this thread is taking a turn now (inside run_as_driver or own_turn).
-  bool running() const { return runner_.load() == std::this_thread::get_id(); }
+  bool running() const { return turn_.held_here(); }
 
   // A driving caller's turn: runs `run` on this thread and returns true if this thread drives,
   // the transport's thread is parked and no other thread is taking a turn; false (nothing run)
@@ -70,12 +67,8 @@ class ProgressTurns {
     if (running() || !drivers_.contains()) return false;
     lease_.renew();
     if (!lease_.parked()) return false;
-    std::unique_lock lock(run_mutex_, std::try_to_lock);
-    if (!lock.owns_lock())
-      return false;  // the transport's thread is leaving the lease, or a caller
-    const Runner runner(runner_);
-    std::forward<Run>(run)();
-    return true;
+    // Refused while the transport's thread is leaving the lease, or another caller runs.
+    return turn_.try_run(std::forward<Run>(run));
   }
 
   // The transport's own thread: waits while callers hold the lease, then runs `turn` as the one
@@ -83,30 +76,13 @@ class ProgressTurns {
   template <typename Turn>
   decltype(auto) own_turn(Turn&& turn) {
     lease_.wait_while_leased();
-    const std::lock_guard lock(run_mutex_);
-    const Runner runner(runner_);
-    return std::forward<Turn>(turn)();
+    return turn_.run(std::forward<Turn>(turn));
   }
 
  private:
-  // Notes the thread holding run_mutex_ for as long as it does.
-  class Runner {
-   public:
-    explicit Runner(std::atomic<std::thread::id>& runner) : runner_(runner) {
-      runner_.store(std::this_thread::get_id());
-    }
-    ~Runner() { runner_.store(std::thread::id()); }
-    Runner(const Runner&) = delete;
-    Runner& operator=(const Runner&) = delete;
-
-   private:
-    std::atomic<std::thread::id>& runner_;
-  };
-
   CallerDrivers drivers_;
   IoLease lease_;
-  std::mutex run_mutex_;
-  std::atomic<std::thread::id> runner_{};
+  TurnLock turn_;
 };
 
 }  // namespace holmes

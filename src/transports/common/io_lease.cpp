@@ -1,4 +1,4 @@
-#include "transports/io_lease.hpp"
+#include "transports/common/io_lease.hpp"
 
 namespace holmes {
 
@@ -12,10 +12,10 @@ bool IoLease::begin() {
   return true;
 }
 
-void IoLease::end(bool linger) {
+void IoLease::end(Ending ending) {
   std::lock_guard lock(mutex_);
   if (drivers_ > 0) --drivers_;
-  if (linger) {
+  if (ending == Ending::kLinger) {
     // No wake-up here: that would cost what the lease saves. The parked thread looks again
     // every `linger` (wait_while_leased).
     extend(Clock::now());

@@ -1,4 +1,4 @@
-// The threads inside Transport::begin_caller_drive .. end_caller_drive of one endpoint. A
+// The threads inside CallerDrive::begin_caller_drive .. end_caller_drive of one endpoint. A
 // transport asks whether the thread calling it drives, on every poll of a waiting caller, so
 // the question costs no lock: a thread's membership is only ever changed by that thread, and a
 // few slots of atomics hold the members (a rare extra thread goes to a locked overflow list). A

@@ -33,6 +33,10 @@ struct VerbsConfig {
 
 VerbsConfig read_verbs_config();
 
+// `config` itself; throws HM_ERR_INVALID_ARGUMENT for slot counts or sizes the transport cannot
+// run with.
+const VerbsConfig& checked_verbs_config(const VerbsConfig& config);
+
 // HOLMES_IB_DEVICE and HOLMES_IB_GID_INDEX, and the local rank that spreads a host's ranks over
 // its ports (HOLMES_LOCAL_RANK, LOCAL_RANK, SLURM_LOCALID, OMPI_COMM_WORLD_LOCAL_RANK; 0).
 struct PortPreferences {

@@ -1,11 +1,9 @@
-#include "transports/verbs/verbs_transport.hpp"
+#include "transports/verbs/transport.hpp"
 
 #include "core/log.hpp"
 #include "core/status.hpp"
 #include "transports/verbs/ibv_discovery.hpp"
 #include "transports/verbs/ibv_nic.hpp"
-#include "transports/verbs/verbs_config.hpp"
-#include "transports/verbs/verbs_engine.hpp"
 
 namespace holmes::verbs {
 namespace {

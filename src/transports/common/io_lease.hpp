@@ -1,5 +1,5 @@
 // Who runs a transport's progress (tcp: its io_context; ucx: its UCP worker): the transport's
-// own thread, or the callers driving small collectives (Transport::begin_caller_drive).
+// own thread, or the callers driving small collectives (CallerDrive::begin_caller_drive).
 //
 // A small message costs far less than the two thread wake-ups it takes when the transport's
 // thread does the work: the sender's caller posts, its transport thread wakes and sends; the
@@ -37,10 +37,11 @@ class IoLease {
   bool begin();
   // A driving caller polls: the lease runs on.
   void renew() { extend(Clock::now()); }
-  // A caller stops driving: at the end of its call (`linger`: the transport's thread stays parked a
-  // while longer for the next call) or because it is about to sleep (not `linger`: it resumes now
-  // unless another caller still drives).
-  void end(bool linger);
+  // How a caller stops driving: at the end of its call (kLinger: the transport's thread stays
+  // parked a while longer for the next call) or because it is about to sleep (kResumeNow: the
+  // thread resumes now unless another caller still drives).
+  enum class Ending : bool { kResumeNow = false, kLinger = true };
+  void end(Ending ending);
   // Work came from a thread that does not drive: the transport's thread resumes now unless a caller
   // drives (that caller runs it).
   void release();
