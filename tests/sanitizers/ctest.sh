@@ -19,9 +19,11 @@ here=$(cd "$(dirname "$0")" && pwd)
 build=$(cd "$build" && pwd)
 
 # Tests that load the library into a program the sanitizer runtime is not linked into: the
-# python interpreter (ctypes) and the C program the pkg-config test compiles against the
-# installed library. Their code paths are the C API's, which the mp and integration tests cover.
-EXCLUDED='^python\.|^integration\.c_api_pkgconfig|_NOT_BUILT'
+# python interpreter (ctypes, and the torch backend, an extension module torch loads) and the C
+# program the pkg-config test compiles against the installed library. Their code paths are the
+# C and C++ API's, which the mp and integration tests cover. (The sanitizer builds also leave the
+# torch backend out: Makefile's SANITIZER_CMAKE.)
+EXCLUDED='^python\.|^torch\.|^integration\.c_api_pkgconfig|_NOT_BUILT'
 
 # SANITIZER_SCOPE=ci (what .ci/run runs next to make test): the whole suite but most of the
 # collective matrix's repetitions, which are five sixths of its time under ASan. Kept: the matrix
