@@ -5,13 +5,6 @@
 #include "core/log.hpp"
 #include "core/status.hpp"
 
-#ifdef HOLMES_HAVE_VERBS
-#include "transports/verbs/ibv_discovery.hpp"
-#include "transports/verbs/ibv_nic.hpp"
-#include "transports/verbs/port_discovery.hpp"
-#include "transports/verbs/transport.hpp"
-#endif
-
 namespace holmes::detail {
 
 shm::ShmTuning shm_tuning(const Settings& settings) {
@@ -65,61 +58,23 @@ verbs::PortPreferences port_preferences(const Settings& settings) {
   return prefs;
 }
 
-#ifdef HOLMES_HAVE_VERBS
-namespace {
-
-verbs::PortChoice find_port(const Settings& settings) {
-  const auto prefs = port_preferences(settings);
-  return verbs::choose_port(verbs::query_ports(), prefs.device, prefs.gid_index, prefs.local_rank);
+ucx::UcxChoices ucx_choices(const Settings& settings) {
+  return {settings.text_if_given(Setting::kUcxTls),
+          settings.text_if_given(Setting::kUcxNetDevices)};
 }
 
-}  // namespace
-#endif
+TransportTunings transport_tunings(const Settings& settings) {
+  return {shm_tuning(settings), ucx_choices(settings), verbs_config(settings),
+          port_preferences(settings)};
+}
 
 bool transport_usable(TransportKind kind, const Settings& settings, std::string* why) {
-#ifdef HOLMES_HAVE_VERBS
-  if (kind == TransportKind::kVerbs) {
-    try {
-      find_port(settings);
-      return true;
-    } catch (const Error& e) {
-      if (why != nullptr) *why = e.what();
-      return false;
-    }
-  }
-#endif
-  (void)settings;
-  return transport_available(kind, why);
+  return transport_available(kind, why, transport_tunings(settings));
 }
 
 std::unique_ptr<Transport> create_transport(TransportKind kind, const TransportOptions& options,
                                             const Settings& settings) {
-  switch (kind) {
-#ifdef HOLMES_HAVE_SHM
-    case TransportKind::kShm:
-      if (!transport_available(kind, nullptr)) break;
-      return shm::make_shm_transport(options, shm_tuning(settings));
-#endif
-#ifdef HOLMES_HAVE_VERBS
-    case TransportKind::kVerbs: {
-      verbs::PortChoice choice;
-      try {
-        choice = find_port(settings);
-      } catch (const Error& e) {
-        if (e.status() == HM_ERR_INVALID_ARGUMENT) throw;
-        fail(HM_ERR_UNSUPPORTED, "verbs transport unavailable: {}", e.what());
-      }
-      const auto config = verbs_config(settings);
-      HM_LOG_DEBUG("verbs: using {} ({}), GID {} {} ({})", choice.port.name(),
-                   verbs::link_layer_name(choice.port.link_layer), choice.gid.index,
-                   verbs::format_gid(choice.gid.gid), verbs::gid_type_name(choice.gid.type));
-      return verbs::make_verbs_transport_on(options, config, verbs::open_ibv_nic(choice));
-    }
-#endif
-    default:
-      break;
-  }
-  return make_transport(kind, options);
+  return make_transport(kind, options, transport_tunings(settings));
 }
 
 }  // namespace holmes::detail

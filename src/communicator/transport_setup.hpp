@@ -1,10 +1,6 @@
 // The transports a communicator creates, each configured with its slice of the communicator's
-// settings (HOLMES_SHM_*, HOLMES_IB_*; the tcp ones travel in TransportOptions).
-//
-// Until the transport folders take these slices themselves, their own readers of the
-// environment (ShmTuning::from_env, read_verbs_config, read_port_preferences) are left in place
-// but unused by communicators: a value set through hm_config_t reaches the transport only
-// through here.
+// settings (HOLMES_SHM_*, HOLMES_IB_*, HOLMES_UCX_*: TransportTunings; the tcp ones travel in
+// TransportOptions). The transports themselves never read the environment.
 #pragma once
 
 #include <memory>
@@ -13,18 +9,18 @@
 #include "core/settings.hpp"
 #include "transports/kinds.hpp"
 #include "transports/options.hpp"
-#include "transports/shm/transport.hpp"
 #include "transports/transport.hpp"
-#include "transports/verbs/config.hpp"
 
 namespace holmes::detail {
 
 shm::ShmTuning shm_tuning(const Settings& settings);
 verbs::VerbsConfig verbs_config(const Settings& settings);
 verbs::PortPreferences port_preferences(const Settings& settings);
+ucx::UcxChoices ucx_choices(const Settings& settings);
+TransportTunings transport_tunings(const Settings& settings);
 
 // Whether this build and machine can run `kind` under these settings (the verbs port choice
-// reads HOLMES_IB_DEVICE and HOLMES_IB_GID_INDEX); when not, `why` says so.
+// follows HOLMES_IB_DEVICE and HOLMES_IB_GID_INDEX); when not, `why` says so.
 bool transport_usable(TransportKind kind, const Settings& settings, std::string* why);
 
 // Creates one; throws HM_ERR_UNSUPPORTED with the reason when it is not available, and

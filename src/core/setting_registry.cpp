@@ -18,6 +18,8 @@ constexpr V kLocalRankAliases[] = {"LOCAL_RANK", "SLURM_LOCALID", "OMPI_COMM_WOR
 constexpr V kFabrics[] = {"ib", "roce", "ethernet"};
 constexpr V kTransports[] = {"auto", "tcp", "shm", "ucx", "verbs"};
 constexpr V kShapingModes[] = {"1", "0", "one-network"};
+constexpr V kUcxTlsAliases[] = {"UCX_TLS"};
+constexpr V kUcxNetDevicesAliases[] = {"UCX_NET_DEVICES"};
 constexpr V kReduceIsas[] = {"auto", "portable", "avx2"};
 constexpr V kLogLevels[] = {"trace", "debug", "info", "warn", "error", "critical", "off"};
 
@@ -36,6 +38,10 @@ constexpr SettingSpec flag(Setting id, V name, Scope scope, V owner, V default_v
 constexpr SettingSpec choice(Setting id, V name, Scope scope, V owner, V default_value,
                              std::span<const V> choices, V doc) {
   return {id, name, T::kChoice, scope, owner, default_value, 0, 0, choices, {}, doc};
+}
+constexpr SettingSpec text(Setting id, V name, Scope scope, V owner, V default_value, V doc,
+                           std::span<const V> aliases) {
+  return {id, name, T::kText, scope, owner, default_value, 0, 0, {}, aliases, doc};
 }
 constexpr SettingSpec typed(Setting id, V name, T type, Scope scope, V owner, V default_value,
                             V doc) {
@@ -148,6 +154,14 @@ constexpr SettingSpec kTable[] = {
             "receive slots per data queue pair"),
     integer(S::kIbSlotBytes, "HOLMES_IB_SLOT_BYTES", Scope::kTransport, "verbs", "65536", 1024,
             16 * kMiB, "bytes per receive slot"),
+    text(S::kUcxTls, "HOLMES_UCX_TLS", Scope::kTransport, "ucx", "",
+         "UCX's transports (UCX's own `UCX_TLS`, read as an alias); unset: UCX's choice, less "
+         "its shared-memory transports (`^sm`) where all of a rank's UCX peers are on other hosts",
+         kUcxTlsAliases),
+    text(S::kUcxNetDevices, "HOLMES_UCX_NET_DEVICES", Scope::kTransport, "ucx", "",
+         "UCX's network devices (UCX's own `UCX_NET_DEVICES`, read as an alias); unset: the "
+         "interface Holmes listens on and the RDMA ports",
+         kUcxNetDevicesAliases),
     // Collectives.
     integer(S::kChunkBytes, "HOLMES_CHUNK_BYTES", Scope::kAgreed, "collectives", "524288", 4096,
             64 * kMiB, "pipeline chunk size of the collectives"),

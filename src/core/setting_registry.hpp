@@ -55,6 +55,8 @@ enum class Setting : std::uint8_t {
   kIbRetryCnt,
   kIbSlots,
   kIbSlotBytes,
+  kUcxTls,
+  kUcxNetDevices,
   // Collectives: chunking, algorithms and the cost model that picks them.
   kChunkBytes,
   kAlgo,

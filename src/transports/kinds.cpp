@@ -36,7 +36,8 @@ std::optional<TransportKind> transport_from_name(std::string_view name) {
   return std::nullopt;
 }
 
-bool transport_available(TransportKind kind, std::string* why) {
+bool transport_available(TransportKind kind, std::string* why, const TransportTunings& tunings) {
+  (void)tunings;  // only a built verbs reads them
   std::string reason;
   bool ok = false;
   switch (kind) {
@@ -59,7 +60,7 @@ bool transport_available(TransportKind kind, std::string* why) {
       break;
     case TransportKind::kVerbs:
 #ifdef HOLMES_HAVE_VERBS
-      ok = verbs::verbs_available(&reason);
+      ok = verbs::verbs_available(&reason, tunings.verbs_ports);
 #else
       reason = "this build has no verbs (HOLMES_WITH_VERBS was off or libibverbs-dev missing)";
 #endif
@@ -77,9 +78,17 @@ std::vector<TransportKind> available_transports() {
   return out;
 }
 
-std::unique_ptr<Transport> make_transport(TransportKind kind, const TransportOptions& options) {
+std::unique_ptr<Transport> make_transport(TransportKind kind, const TransportOptions& options,
+                                          const TransportTunings& tunings) {
   std::string why;
-  if (!transport_available(kind, &why)) {
+#ifdef HOLMES_HAVE_VERBS
+  // A built verbs says itself what is wrong (a malformed device list is HM_ERR_INVALID_ARGUMENT,
+  // no usable port HM_ERR_UNSUPPORTED with the reason).
+  const bool says_itself = kind == TransportKind::kVerbs;
+#else
+  const bool says_itself = false;
+#endif
+  if (!says_itself && !transport_available(kind, &why, tunings)) {
     fail(HM_ERR_UNSUPPORTED, "transport {} is not available: {}", transport_name(kind), why);
   }
   switch (kind) {
@@ -87,15 +96,15 @@ std::unique_ptr<Transport> make_transport(TransportKind kind, const TransportOpt
       return tcp::make_tcp_transport(options);
 #ifdef HOLMES_HAVE_SHM
     case TransportKind::kShm:
-      return shm::make_shm_transport(options);
+      return shm::make_shm_transport(options, tunings.shm);
 #endif
 #ifdef HOLMES_HAVE_UCX
     case TransportKind::kUcx:
-      return ucx::make_ucx_transport(options);
+      return ucx::make_ucx_transport(options, tunings.ucx);
 #endif
 #ifdef HOLMES_HAVE_VERBS
     case TransportKind::kVerbs:
-      return verbs::make_verbs_transport(options);
+      return verbs::make_verbs_transport(options, tunings.verbs, tunings.verbs_ports);
 #endif
     default:
       break;

@@ -199,6 +199,23 @@ TEST_F(SettingsTest, EachValueSaysWhereItCameFrom) {
   }
 }
 
+// UCX's own UCX_TLS and UCX_NET_DEVICES are aliases of Holmes's settings, so the ucx transport
+// leaves UCX's choice alone where the user made one, from the environment or through the config.
+TEST_F(SettingsTest, UcxChoicesComeFromUcxVariablesOrTheConfig) {
+  EXPECT_FALSE(detail::ucx_choices(Settings::from_environment()).tls.has_value());
+  EXPECT_FALSE(detail::ucx_choices(Settings::from_environment()).net_devices.has_value());
+  set("UCX_TLS", "tcp,self");
+  set("UCX_NET_DEVICES", "lo");
+  const auto env = detail::ucx_choices(Settings::from_environment());
+  EXPECT_EQ(env.tls, "tcp,self");
+  EXPECT_EQ(env.net_devices, "lo");
+  Config config;
+  config.set("HOLMES_UCX_TLS", "rc,sm");
+  const auto configured = detail::ucx_choices(detail::configured_settings(config));
+  EXPECT_EQ(configured.tls, "rc,sm");
+  EXPECT_EQ(configured.net_devices, "lo");
+}
+
 TEST_F(SettingsTest, TheConfigWinsOverTheEnvironmentAndItsFieldsOverItsSettings) {
   set("HOLMES_SOCKETS", "4");
   set("HOLMES_ALGO", "rd");

@@ -1,6 +1,7 @@
-// The shm transport's settings (ShmTuning), read from the environment in one place
-// (config.cpp); the transport takes the rest from TransportOptions (token, context,
-// connect_timeout).
+// The shm transport's settings (ShmTuning): the communicator builds them from its HOLMES_SHM_*
+// settings (communicator/transport_setup.cpp; core/setting_registry.cpp holds the ranges and
+// documentation); the transport takes the rest from TransportOptions (token, context,
+// connect_timeout). Nothing here reads the environment.
 #pragma once
 
 #include <chrono>
@@ -8,7 +9,7 @@
 
 namespace holmes::shm {
 
-// Knobs, with defaults from the environment:
+// Knobs, with the settings that set them:
 //   HOLMES_SHM_RING_BYTES      ring size per sending peer (power of two, 64 KiB .. 256 MiB;
 //                              default 2 MiB: 1 and 4 MiB measured no better on 4 ranks)
 //   HOLMES_SHM_CMA             0 turns cross-memory attach off (everything through the rings;
@@ -46,9 +47,9 @@ struct ShmTuning {
   std::chrono::microseconds poll_window{1000};
   // Whether irecv_reduce is offered (a receive that reduces from the ring as it delivers).
   bool fused_reduce = true;
-
-  // Defaults overridden by the environment; throws HM_ERR_INVALID_ARGUMENT naming a bad variable.
-  static ShmTuning from_env();
 };
+
+// `tuning` itself; throws HM_ERR_INVALID_ARGUMENT for a ring size the transport cannot run with.
+const ShmTuning& checked_shm_tuning(const ShmTuning& tuning);
 
 }  // namespace holmes::shm

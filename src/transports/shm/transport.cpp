@@ -91,17 +91,9 @@ bool shm_available(std::string* why) {
   return reason.empty();
 }
 
-std::unique_ptr<Transport> make_shm_transport(const TransportOptions& options) {
-  return make_shm_transport(options, ShmTuning::from_env());
-}
-
 std::unique_ptr<Transport> make_shm_transport(const TransportOptions& options,
                                               const ShmTuning& tuning) {
-  require(tuning.ring_bytes >= kMinRingBytes && tuning.ring_bytes <= kMaxRingBytes &&
-              (tuning.ring_bytes & (tuning.ring_bytes - 1)) == 0,
-          "shm: ring size {} is not a power of two in [{}, {}]", tuning.ring_bytes, kMinRingBytes,
-          kMaxRingBytes);
-  return std::make_unique<ShmTransport>(options, tuning);
+  return std::make_unique<ShmTransport>(options, checked_shm_tuning(tuning));
 }
 
 }  // namespace holmes::shm

@@ -86,10 +86,11 @@ namespace holmes::shm {
 bool shm_available(std::string* why);
 
 // Creates the endpoint's segment at once (peers are set later, Transport::set_peers); reads
-// options.token, context and connect_timeout. Throws HM_ERR_TRANSPORT when it cannot.
-std::unique_ptr<Transport> make_shm_transport(const TransportOptions& options);
+// options.token, context and connect_timeout, and the tuning (the communicator's HOLMES_SHM_*
+// settings). Throws HM_ERR_TRANSPORT when it cannot, HM_ERR_INVALID_ARGUMENT for a tuning it
+// cannot run with.
 std::unique_ptr<Transport> make_shm_transport(const TransportOptions& options,
-                                              const ShmTuning& tuning);
+                                              const ShmTuning& tuning = {});
 
 // While requests are pending, peers' processes are looked for this often.
 constexpr std::chrono::milliseconds kLivenessPeriod{500};

@@ -59,8 +59,9 @@ bool ucx_available(std::string* why) {
   return problem.empty();
 }
 
-std::unique_ptr<Transport> make_ucx_transport(const TransportOptions& options) {
-  return std::make_unique<UcxTransport>(read_ucx_config(options));
+std::unique_ptr<Transport> make_ucx_transport(const TransportOptions& options,
+                                              const UcxChoices& choices) {
+  return std::make_unique<UcxTransport>(ucx_config(options, choices));
 }
 
 }  // namespace holmes::ucx

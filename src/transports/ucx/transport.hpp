@@ -76,9 +76,10 @@ namespace holmes::ucx {
 bool ucx_available(std::string* why);
 
 // Opens the UCP context and worker at once (reads listen_host, token, context,
-// connect_timeout and ucx_same_host_peers; read_ucx_config); throws HM_ERR_TRANSPORT when UCX
-// cannot start.
-std::unique_ptr<Transport> make_ucx_transport(const TransportOptions& options);
+// connect_timeout and ucx_same_host_peers; ucx_config) with the user's choices of UCX's
+// transports and devices; throws HM_ERR_TRANSPORT when UCX cannot start.
+std::unique_ptr<Transport> make_ucx_transport(const TransportOptions& options,
+                                              const UcxChoices& choices = {});
 
 // The active message id Holmes registers on its workers.
 constexpr unsigned kAmId = 17;

@@ -65,30 +65,29 @@ std::string probe_ucp() {
 UcpWorker::UcpWorker(const UcxConfig& settings) {
   const std::string& listen_host = settings.listen_host;
   const auto config = read_config();
-  if (!settings.same_host_peers && !settings.user_tls) {
-    // "^sm" is every transport but posix, sysv, cma, knem and xpmem.
-    const ucs_status_t status = ucp_config_modify(config.get(), "TLS", "^sm");
+  const auto modify = [&](const char* name, const std::string& value, const char* why) {
+    const ucs_status_t status = ucp_config_modify(config.get(), name, value.c_str());
     if (status != UCS_OK) {
-      fail(HM_ERR_TRANSPORT, "ucx: cannot leave out UCX's shared-memory transports: {}",
+      fail(HM_ERR_TRANSPORT, "ucx: cannot set UCX_{}={} ({}): {}", name, value, why,
            ucs_status_string(status));
     }
-    HM_LOG_DEBUG("ucx: UCX_TLS=^sm (every peer of this worker is on another host)");
+    HM_LOG_DEBUG("ucx: UCX_{}={} ({})", name, value, why);
+  };
+  if (settings.choices.tls) {
+    modify("TLS", *settings.choices.tls, "HOLMES_UCX_TLS or UCX_TLS");
+  } else if (!settings.same_host_peers) {
+    // "^sm" is every transport but posix, sysv, cma, knem and xpmem.
+    modify("TLS", "^sm", "every peer of this worker is on another host");
   }
-  if (!settings.user_net_devices) {
+  if (settings.choices.net_devices) {
+    modify("NET_DEVICES", *settings.choices.net_devices,
+           "HOLMES_UCX_NET_DEVICES or UCX_NET_DEVICES");
+  } else if (const auto devices = default_net_devices(listen_host, rdma_device_ports())) {
     // Without this UCX also opens lanes on interfaces the job was not told to use (eth0 next to
     // the loopback of a single-host job); RDMA ports stay so that a cluster keeps its HCAs.
-    if (const auto devices = default_net_devices(listen_host, rdma_device_ports())) {
-      const ucs_status_t status = ucp_config_modify(config.get(), "NET_DEVICES", devices->c_str());
-      if (status != UCS_OK) {
-        fail(HM_ERR_TRANSPORT, "ucx: cannot restrict UCX to the devices {}: {}", *devices,
-             ucs_status_string(status));
-      }
-      HM_LOG_DEBUG("ucx: UCX_NET_DEVICES={} (the interface of {} and the RDMA ports)", *devices,
-                   listen_host);
-    } else {
-      HM_LOG_DEBUG("ucx: no interface holds {}; UCX chooses its network devices itself",
-                   listen_host);
-    }
+    modify("NET_DEVICES", *devices, "the interface of the listen address and the RDMA ports");
+  } else {
+    HM_LOG_DEBUG("ucx: no interface holds {}; UCX chooses its network devices itself", listen_host);
   }
   const ucp_params_t params = context_params();
   ucp_context_h context = nullptr;

@@ -1,4 +1,6 @@
-// Tunables of the verbs transport, from the environment:
+// Tunables of the verbs transport, built by the communicator from its settings
+// (communicator/transport_setup.cpp; the ranges and documentation are in
+// core/setting_registry.cpp); nothing here reads the environment:
 //   HOLMES_IB_DEVICE      device[:port][,device[:port]...]  which port(s); default: auto
 //   HOLMES_IB_GID_INDEX   GID table index (RoCE); default: auto (RoCE v2, IPv4-mapped first)
 //   HOLMES_IB_SLOTS       receive slots per data queue pair, 4..4096 (default 32)
@@ -7,7 +9,6 @@
 //   HOLMES_IB_TC          traffic class (RoCE DSCP << 2), 0..255 (default 0)
 //   HOLMES_IB_TIMEOUT     local ACK timeout exponent: 4.096 us * 2^n, 1..31 (default 18, ~1 s)
 //   HOLMES_IB_RETRY_CNT   transport retries before a peer is declared unreachable, 1..7 (7)
-// Malformed values throw HM_ERR_INVALID_ARGUMENT naming the variable.
 #pragma once
 
 #include <chrono>
@@ -31,19 +32,17 @@ struct VerbsConfig {
   std::chrono::milliseconds goodbye_wait{2000};
 };
 
-VerbsConfig read_verbs_config();
-
 // `config` itself; throws HM_ERR_INVALID_ARGUMENT for slot counts or sizes the transport cannot
 // run with.
 const VerbsConfig& checked_verbs_config(const VerbsConfig& config);
 
-// HOLMES_IB_DEVICE and HOLMES_IB_GID_INDEX, and the local rank that spreads a host's ranks over
-// its ports (HOLMES_LOCAL_RANK, LOCAL_RANK, SLURM_LOCALID, OMPI_COMM_WORLD_LOCAL_RANK; 0).
+// HOLMES_IB_DEVICE and HOLMES_IB_GID_INDEX (unset: automatic), and the local rank that spreads a
+// host's ranks over its ports (HOLMES_LOCAL_RANK, LOCAL_RANK, SLURM_LOCALID,
+// OMPI_COMM_WORLD_LOCAL_RANK; 0).
 struct PortPreferences {
   std::optional<std::string> device;
   std::optional<int> gid_index;
   int local_rank = 0;
 };
-PortPreferences read_port_preferences();
 
 }  // namespace holmes::verbs

@@ -8,16 +8,15 @@
 namespace holmes::verbs {
 namespace {
 
-PortChoice find_port() {
-  const auto prefs = read_port_preferences();
+PortChoice find_port(const PortPreferences& prefs) {
   return choose_port(query_ports(), prefs.device, prefs.gid_index, prefs.local_rank);
 }
 
 }  // namespace
 
-bool verbs_available(std::string* why) {
+bool verbs_available(std::string* why, const PortPreferences& prefs) {
   try {
-    find_port();
+    find_port(prefs);
     return true;
   } catch (const Error& e) {
     if (why != nullptr) *why = e.what();
@@ -25,15 +24,16 @@ bool verbs_available(std::string* why) {
   }
 }
 
-std::unique_ptr<Transport> make_verbs_transport(const TransportOptions& options) {
+std::unique_ptr<Transport> make_verbs_transport(const TransportOptions& options,
+                                                const VerbsConfig& config,
+                                                const PortPreferences& prefs) {
   PortChoice choice;
   try {
-    choice = find_port();
+    choice = find_port(prefs);
   } catch (const Error& e) {
     if (e.status() == HM_ERR_INVALID_ARGUMENT) throw;
     fail(HM_ERR_UNSUPPORTED, "verbs transport unavailable: {}", e.what());
   }
-  const auto config = read_verbs_config();
   HM_LOG_DEBUG("verbs: using {} ({}), GID {} {} ({})", choice.port.name(),
                link_layer_name(choice.port.link_layer), choice.gid.index,
                format_gid(choice.gid.gid), gid_type_name(choice.gid.type));

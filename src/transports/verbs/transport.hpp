@@ -70,16 +70,19 @@
 
 namespace holmes::verbs {
 
-// Whether this host has a usable (ACTIVE) RDMA port under the HOLMES_IB_* settings; otherwise
-// false with `why` ("no RDMA device found (...)", "no usable ACTIVE RDMA port (...)", a bad
+// Whether this host has a usable (ACTIVE) RDMA port under these preferences; otherwise false
+// with `why` ("no RDMA device found (...)", "no usable ACTIVE RDMA port (...)", a bad
 // HOLMES_IB_DEVICE, ...).
-bool verbs_available(std::string* why);
+bool verbs_available(std::string* why, const PortPreferences& prefs = {});
 
-// Opens the port (HOLMES_IB_DEVICE, else chosen by local rank among the ACTIVE ones) and listens
+// Opens the port (prefs.device, else chosen by local rank among the ACTIVE ones) and listens
 // for handshakes on options.listen_host. Reads listen_host, token, context, connect_timeout.
-// Throws HM_ERR_UNSUPPORTED when no port is usable, HM_ERR_INVALID_ARGUMENT for malformed
-// HOLMES_IB_* values, HM_ERR_TRANSPORT when the device refuses a resource.
-std::unique_ptr<Transport> make_verbs_transport(const TransportOptions& options);
+// Throws HM_ERR_UNSUPPORTED when no port is usable, HM_ERR_INVALID_ARGUMENT for a malformed
+// device list or a config the transport cannot run with, HM_ERR_TRANSPORT when the device
+// refuses a resource.
+std::unique_ptr<Transport> make_verbs_transport(const TransportOptions& options,
+                                                const VerbsConfig& config = {},
+                                                const PortPreferences& prefs = {});
 
 // The same over a given device (the tests' fake fabric); listens at once on
 // options.listen_host (an ephemeral port); throws HM_ERR_TRANSPORT when it cannot.

@@ -44,13 +44,14 @@ TransportOptions options_for(const std::string& token = "secret") {
 
 // `n` endpoints of one communicator that know each other.
 std::vector<std::unique_ptr<Transport>> job(int n, const std::string& token = "secret",
-                                            bool same_host_peers = true) {
+                                            bool same_host_peers = true,
+                                            const ucx::UcxChoices& choices = {}) {
   auto options = options_for(token);
   options.ucx_same_host_peers = same_host_peers;
   std::vector<std::unique_ptr<Transport>> all;
   std::vector<std::string> addresses;
   for (int i = 0; i < n; ++i) {
-    all.push_back(ucx::make_ucx_transport(options));
+    all.push_back(ucx::make_ucx_transport(options, choices));
     addresses.push_back(all.back()->listen_address());
   }
   for (int i = 0; i < n; ++i) all[static_cast<std::size_t>(i)]->set_peers(i, addresses);
@@ -223,10 +224,11 @@ TEST(UcxTransport, PeersOnOtherHostsGetNoSharedMemoryLanes) {
   }
 }
 
-// The user's UCX_TLS wins over that choice.
+// The user's UCX_TLS (HOLMES_UCX_TLS; the communicator reads UCX_TLS as its alias) wins over
+// that choice.
 TEST(UcxTransport, UserTransportListWinsForPeersOnOtherHosts) {
-  ScopedEnv tls("UCX_TLS", "sm,self");
-  auto endpoints = job(2, "secret", /*same_host_peers=*/false);
+  ScopedEnv tls("UCX_TLS", nullptr);
+  auto endpoints = job(2, "secret", /*same_host_peers=*/false, {.tls = "sm,self"});
   ASSERT_TRUE(ends(endpoints[0]->connect_all()));
   const auto description = endpoints[0]->link(1).description;
   EXPECT_NE(description.find("memory"), std::string::npos) << description;

@@ -90,10 +90,10 @@ TEST(VerbsAvailability, TransportRegistryAgrees) {
 
 TEST(VerbsAvailability, BadDeviceOverrideIsReported) {
   if (host_has_rdma_devices()) GTEST_SKIP() << "this host has RDMA devices";
-  ::setenv("HOLMES_IB_DEVICE", "mlx5_0:x", 1);
+  PortPreferences prefs;
+  prefs.device = "mlx5_0:x";
   std::string why;
-  const bool available = verbs_available(&why);
-  ::unsetenv("HOLMES_IB_DEVICE");
+  const bool available = verbs_available(&why, prefs);
   EXPECT_FALSE(available);
   // Without devices the missing device is the first thing wrong.
   EXPECT_TRUE(contains(why, "no RDMA device found")) << why;

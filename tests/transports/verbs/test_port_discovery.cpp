@@ -12,6 +12,8 @@
 #include <fstream>
 #include <string>
 
+#include "communicator/transport_setup.hpp"
+#include "core/settings.hpp"
 #include "core/status.hpp"
 #include "transports/verbs/config.hpp"
 
@@ -518,7 +520,12 @@ TEST(VerbsPortChoice, MalformedDeviceSpecs) {
   EXPECT_EQ(specs[2].device, "mlx5_bond_0");
 }
 
-// ---- the environment -------------------------------------------------------------------------
+// ---- the environment (read by the communicator's settings, handed to the transport) ---------
+
+PortPreferences read_port_preferences() {
+  return detail::port_preferences(Settings::from_environment());
+}
+VerbsConfig read_verbs_config() { return detail::verbs_config(Settings::from_environment()); }
 
 TEST(VerbsEnvironment, PortPreferencesComeFromTheEnvironment) {
   ScopedEnv device("HOLMES_IB_DEVICE", "mlx5_2:1");
