@@ -22,6 +22,7 @@
 #include "collectives/algorithm.hpp"
 #include "collectives/context.hpp"
 #include "core/settings.hpp"
+#include "topology/nominal_links.hpp"
 
 namespace holmes {
 
@@ -58,6 +59,9 @@ struct TierCosts {
 // communicator measures the tiers it has at init (link_probe.hpp). Which wins, per tier: a
 // HOLMES_COST_<TIER> variable, then the probe, then the topology file, then the defaults.
 struct CostModel {
+  static constexpr LinkCost tier(const nominal::TierFigures& figures) {
+    return {figures.latency_us, figures.gbytes_per_s};
+  }
   // Bits of set_by_env: which numbers a HOLMES_COST_* setting gave (environment or config).
   static constexpr unsigned kSetShm = 1;
   static constexpr unsigned kSetHostTcp = 2;
@@ -66,17 +70,15 @@ struct CostModel {
   static constexpr unsigned kSetInterIsland = 16;
   static constexpr unsigned kSetReduce = 32;
 
-  LinkCost shm{10, 4.0};  // same host, shared memory
-  // Same host over loopback tcp (forced). Measured here: an 8-byte rd allreduce on 4 ranks (two
-  // rounds) took 59-93 us, median 63, in five compare-local runs (BENCHMARKS.md, 2026-12-02):
-  // about 25 us per message plus the chunk.
-  LinkCost host_tcp{25, 1.0};
-  LinkCost island_rdma{5, 12.0};     // hosts of one RDMA island (ucx, verbs): ~100 Gbit/s
-  LinkCost island_tcp{50, 1.25};     // hosts of one island over tcp: ~10 Gbit/s
-  LinkCost inter_island{100, 1.25};  // between islands: ~10 Gbit/s Ethernet
-  double reduce_gbytes_per_s = 3.0;  // CPU reduction, bytes of the result per second
-  double chunk_overhead_us = 10;     // per chunk handed through a pipeline stage
-  double chunk_bytes = 512 << 10;    // the communicator's pipeline chunk
+  // The nominal tiers (topology/nominal_links.hpp says where each number comes from).
+  LinkCost shm = tier(nominal::kShmTier);                   // same host, shared memory
+  LinkCost host_tcp = tier(nominal::kHostTcpTier);          // same host over loopback tcp
+  LinkCost island_rdma = tier(nominal::kIslandRdmaTier);    // hosts of one RDMA island
+  LinkCost island_tcp = tier(nominal::kIslandTcpTier);      // hosts of one island over tcp
+  LinkCost inter_island = tier(nominal::kInterIslandTier);  // between islands
+  double reduce_gbytes_per_s = nominal::kReduceGbytesPerS;  // CPU reduction, bytes of result
+  double chunk_overhead_us = 10;   // per chunk handed through a pipeline stage
+  double chunk_bytes = 512 << 10;  // the communicator's pipeline chunk
   unsigned set_by_env = 0;
   bool probe = false;  // HOLMES_COST_PROBE=1: measure the tiers at init
 

@@ -3,6 +3,7 @@
 #include <map>
 
 #include "core/status.hpp"
+#include "topology/nominal_links.hpp"
 
 namespace holmes::scheduler {
 namespace {
@@ -10,14 +11,17 @@ namespace {
 using topology::Fabric;
 using topology::LinkClass;
 
-// Nominal link classes for jobs without a topology file: shared memory / NVLink inside a host,
-// HDR InfiniBand, 100 GbE RoCE, 10 GbE TCP between islands.
+// Nominal link classes for jobs without a topology file (topology/nominal_links.hpp): NVLink
+// inside a host, HDR InfiniBand, 100 GbE RoCE, 10 GbE TCP between islands.
 const std::vector<LinkClass>& default_links() {
+  const auto link = [](const char* name, Fabric fabric, const nominal::LinkClassFigures& f) {
+    return LinkClass{name, fabric, f.gbit_per_s, f.latency_us};
+  };
   static const std::vector<LinkClass> links = {
-      {"default-intra-host", Fabric::kNvlink, 2400, 2},
-      {"default-ib", Fabric::kIb, 200, 2},
-      {"default-roce", Fabric::kRoce, 100, 4},
-      {"default-ethernet", Fabric::kEthernet, 10, 50},
+      link("default-intra-host", Fabric::kNvlink, nominal::kIntraHost),
+      link("default-ib", Fabric::kIb, nominal::kIb),
+      link("default-roce", Fabric::kRoce, nominal::kRoce),
+      link("default-ethernet", Fabric::kEthernet, nominal::kEthernet),
   };
   return links;
 }

@@ -17,6 +17,7 @@
 #include <memory>
 
 #include "topology/locality.hpp"
+#include "topology/nominal_links.hpp"
 
 namespace holmes {
 namespace topology {
@@ -26,9 +27,9 @@ namespace fs = std::filesystem;
 
 // Typical one-way latencies of each fabric (verbs ping-pong on HDR/EDR, RoCE through one
 // switch, kernel TCP); discovery does not measure them.
-constexpr double kIbLatencyUs = 2;
-constexpr double kRoceLatencyUs = 3;
-constexpr double kEthernetLatencyUs = 30;
+constexpr double kIbLatencyUs = nominal::kDiscoveredIbLatencyUs;
+constexpr double kRoceLatencyUs = nominal::kDiscoveredRoceLatencyUs;
+constexpr double kEthernetLatencyUs = nominal::kDiscoveredEthernetLatencyUs;
 
 std::string read_line(const fs::path& path) {
   std::ifstream in(path);
