@@ -59,11 +59,11 @@ std::uint32_t collective_signature(CollectiveKind kind, std::size_t count, int d
   return hash;
 }
 
-CollectiveContext::CollectiveContext(Router& transport, int rank, int size, std::uint64_t sequence,
+CollectiveContext::CollectiveContext(Router& router, int rank, int size, std::uint64_t sequence,
                                      std::uint32_t signature, std::chrono::milliseconds timeout,
                                      std::size_t chunk_bytes, OperationName what,
                                      CollectiveResources resources)
-    : transport_(transport),
+    : router_(router),
       rank_(rank),
       size_(size),
       sequence_(sequence),
@@ -82,7 +82,7 @@ CollectiveContext::CollectiveContext(Router& transport, int rank, int size, std:
 
 CollectiveContext::CollectiveContext(const CollectiveContext& parent, std::vector<int> members,
                                      std::uint64_t step_base)
-    : transport_(parent.transport_),
+    : router_(parent.router_),
       rank_(-1),
       size_(static_cast<int>(members.size())),
       sequence_(parent.sequence_),
@@ -188,12 +188,12 @@ Transfer CollectiveContext::send(int position, std::uint64_t step,
   const int peer = member(position);
   const auto tag = collective_tag(sequence_, full_step(step));
   if (!on_device() || data.empty()) {
-    return {transport_.isend(peer, tag, signature_, data), peer, false, nullptr};
+    return {router_.isend(peer, tag, signature_, data), peer, false, nullptr};
   }
   // Copy the chunk out just before it goes; the slot returns to the pool when the send is done.
   auto slot = resources_.staging->acquire(data.size(), Deadline::after(timeout_));
   resources_.device->to_host(slot.get(), data.data(), data.size());
-  auto request = transport_.isend(peer, tag, signature_, {slot.get(), data.size()});
+  auto request = router_.isend(peer, tag, signature_, {slot.get(), data.size()});
   request->on_complete([slot](const Completion&) {});
   return {request, peer, false, nullptr};
 }
@@ -202,13 +202,13 @@ Transfer CollectiveContext::recv(int position, std::uint64_t step, std::span<std
   const int peer = member(position);
   const auto tag = collective_tag(sequence_, full_step(step));
   if (!on_device() || data.empty()) {
-    return {transport_.irecv(peer, tag, signature_, data), peer, true, nullptr};
+    return {router_.irecv(peer, tag, signature_, data), peer, true, nullptr};
   }
   auto staged = std::make_shared<StagedReceive>();
   staged->slot = resources_.staging->acquire(data.size(), Deadline::after(timeout_));
   staged->device_target = data.data();
   staged->bytes = data.size();
-  auto request = transport_.irecv(peer, tag, signature_, {staged->slot.get(), data.size()});
+  auto request = router_.irecv(peer, tag, signature_, {staged->slot.get(), data.size()});
   return {request, peer, true, staged};
 }
 
@@ -218,8 +218,8 @@ std::optional<Transfer> CollectiveContext::recv_reduce(int position, std::uint64
                                                        hm_op_t op) {
   if (on_device() || dst.empty()) return std::nullopt;
   const int peer = member(position);
-  auto request = transport_.irecv_reduce(peer, collective_tag(sequence_, full_step(step)),
-                                         signature_, dst, ReceiveCombine{in, dtype, op});
+  auto request = router_.irecv_reduce(peer, collective_tag(sequence_, full_step(step)), signature_,
+                                      dst, ReceiveCombine{in, dtype, op});
   if (!request) return std::nullopt;
   return Transfer{std::move(request), peer, true, nullptr};
 }
@@ -227,9 +227,9 @@ std::optional<Transfer> CollectiveContext::recv_reduce(int position, std::uint64
 void CollectiveContext::wait(const Transfer& transfer) {
   if (!transfer.request->done()) {
     const auto start = Clock::now();
-    const auto yield = transport_.yield_before_sleep(transfer.peer);
+    const auto yield = router_.yield_before_sleep(transfer.peer);
     // Everything this thread drives, polled while it waits on any one of it.
-    Progress* const drive = transport_.caller_progress();
+    Progress* const drive = router_.caller_progress();
     bool done = false;
     if (transfer.receive && probe_after_ < timeout_) {
       done = transfer.request->wait_until(Deadline(start + probe_after_), yield, drive);
@@ -238,7 +238,7 @@ void CollectiveContext::wait(const Transfer& transfer) {
     if (!done && !transfer.request->wait_until(Deadline(start + timeout_), yield, drive)) {
       fail(HM_ERR_TIMEOUT, "{}: timed out after {} ms {} rank {} ({})", what_.str(),
            timeout_.count(), transfer.receive ? "waiting for data from" : "sending to",
-           transfer.peer, transport_.link(transfer.peer).description);
+           transfer.peer, router_.link(transfer.peer).description);
     }
   }
   if (transfer.request->status() != HM_SUCCESS) fail_transfer(transfer);
@@ -256,7 +256,7 @@ void CollectiveContext::wait(const Transfer& transfer) {
 
 void CollectiveContext::cancel(const Transfer& transfer, std::uint64_t step) {
   if (!transfer.request->done()) {
-    transport_.cancel_receive(transfer.peer, collective_tag(sequence_, full_step(step)));
+    router_.cancel_receive(transfer.peer, collective_tag(sequence_, full_step(step)));
   }
 }
 
@@ -273,7 +273,7 @@ void CollectiveContext::probe(int peer) {
   try {
     // The transport keeps the send alive; nothing waits for it (a dead peer fails it, and the
     // receive that probes fails with the peer anyway).
-    transport_.isend(peer, control_tag(ControlType::kProbe, sequence_, root_), signature_, {});
+    router_.isend(peer, control_tag(ControlType::kProbe, sequence_, root_), signature_, {});
   } catch (const Error&) {
     // A transport that refuses it: this receive still ends, by the timeout at the latest.
   }
@@ -290,7 +290,7 @@ void CollectiveContext::tell_disagreement(const std::string& message) {
     for (int peer = 0; peer < world_size_; ++peer) {
       if (peer == self) continue;
       try {
-        sends.push_back(transport_.isend(peer, tag, signature_, {}));
+        sends.push_back(router_.isend(peer, tag, signature_, {}));
       } catch (const Error&) {
         // Best effort: this rank reports the disagreement whatever happens to the verdicts.
       }

@@ -100,7 +100,7 @@ struct OperationName {
 
 class CollectiveContext {
  public:
-  CollectiveContext(Router& transport, int rank, int size, std::uint64_t sequence,
+  CollectiveContext(Router& router, int rank, int size, std::uint64_t sequence,
                     std::uint32_t signature, std::chrono::milliseconds timeout,
                     std::size_t chunk_bytes, OperationName what,
                     CollectiveResources resources = CollectiveResources());
@@ -119,7 +119,7 @@ class CollectiveContext {
   std::uint32_t signature() const { return signature_; }
   const OperationName& name() const { return what_; }
   // Memory every rank of the communicator can read, when its transport has it (nullptr else).
-  SharedBoard* shared_board() { return transport_.shared_board(); }
+  SharedBoard* shared_board() { return router_.shared_board(); }
 
   // The same operation seen by a subset or a reordering of the ranks, for algorithms built from
   // phases (a ring over islands, then over lanes): rank(), size() and every peer argument are
@@ -209,7 +209,7 @@ class CollectiveContext {
   // Throws the failure of `transfer`.
   [[noreturn]] void fail_transfer(const Transfer& transfer);
 
-  Router& transport_;
+  Router& router_;
   int rank_;
   int size_;
   std::uint64_t sequence_;

@@ -6,8 +6,8 @@
 // Sends are asynchronous; receives are posted a few chunks ahead (RecvWindow).
 //
 // A reduce-scatter chunk is combined with this rank's input as `reduce(dst, in, received)`.
-// Where the link can (shm, tcp: Transport::irecv_reduce), the transport does that as the chunk
-// arrives, reading it once from where it landed; elsewhere it lands in a scratch slot and is
+// Where the link can (shm, tcp: CombiningReceive::irecv_reduce), the transport does that as the
+// chunk arrives, reading it once from where it landed; elsewhere it lands in a scratch slot and is
 // reduced here after the wait. Either way the operands and their order are the same, so results
 // are bitwise identical, whichever ranks combine in the transport.
 #include <array>

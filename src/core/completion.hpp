@@ -19,7 +19,7 @@
 namespace holmes {
 
 // How long a waiter on a shared-memory link yields the core, checking for completion, before it
-// sleeps (see Transport::yield_before_sleep).
+// sleeps (see CallerDrive::yield_before_sleep).
 inline constexpr std::chrono::microseconds kYieldBeforeSleep{50};
 
 // Work a waiter can do itself while it waits, instead of only waiting for another thread to do
