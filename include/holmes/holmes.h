@@ -379,7 +379,9 @@ typedef enum hm_group HM_ENUM_BASE {
   HM_GROUP_DATA = 2      /* replicas of one stage shard: inside one island */
 } hm_group_t;
 
-/* Where the calling rank sits in a plan. */
+/* Where the calling rank sits in a plan. A re-plan may leave a survivor out (a spare: too few
+ * ranks left on its host or island for a whole TP group or stage): its stage, tp_rank and dp_rank
+ * are -1, num_layers and micro_batches 0. */
 typedef struct hm_plan_rank {
   int stage;       /* pipeline stage, 0 .. num_stages - 1 */
   int num_stages;  /* pp */
@@ -387,7 +389,8 @@ typedef struct hm_plan_rank {
   int num_layers;
   int tp_rank, tp_size;
   int dp_rank, dp_size;
-  int micro_batches; /* per step, per data-parallel replica */
+  int micro_batches; /* per step, for this rank's data-parallel replica (after a re-plan the
+                        replicas may differ by one: see hm_plan_replan) */
 } hm_plan_rank_t;
 
 /* Collective over world: every rank plans alike from the same inputs, and the ranks check that
@@ -397,7 +400,8 @@ HM_API hm_status_t hm_plan_create(hm_comm_t world, const hm_model_t* model, hm_p
 HM_API hm_status_t hm_plan_destroy(hm_plan_t plan);
 HM_API hm_status_t hm_plan_get_rank(hm_plan_t plan, hm_plan_rank_t* rank);
 /* Collective over the plan's world: a communicator for the caller's group of that kind, ranked
- * by tp index, stage or dp index. Every rank must ask for the same kinds in the same order. */
+ * by tp index, stage or dp index. Every rank must ask for the same kinds in the same order; a
+ * re-plan's spare takes part and gets *comm = NULL. */
 HM_API hm_status_t hm_plan_comm_create(hm_plan_t plan, hm_group_t group, hm_comm_t* comm);
 /* The whole plan (Holmes's and the naive placement, predictions, notes) as JSON. Writes at most
  * capacity bytes including the terminating NUL; *length (may be NULL) receives the size needed
@@ -416,6 +420,44 @@ HM_API hm_status_t hm_plan_select_placement(hm_plan_t plan, hm_placement_t place
  * NULL). */
 HM_API hm_status_t hm_plan_get_prediction(hm_plan_t plan, double* step_seconds,
                                           double* naive_step_seconds);
+
+/* Re-planning after a loss (docs/reliability.md). Collective over newworld: the survivors of
+ * plan's world, in its rank order, as hm_comm_shrink or hm_comm_split (color by survival, key 0)
+ * make them. Places the same model on them by hm_plan_create's rules, keeping tp:
+ *  - a data-parallel replica that lost a rank is taken out whole while at least one replica is
+ *    left whole: every other rank keeps its stage and layers, nothing moves, the lost replica's
+ *    survivors become spares;
+ *  - otherwise the stages are re-cut: each island holds the whole stages of tp x dp ranks its
+ *    survivors can form (an island that lost nothing keeps its stages), the layers are split
+ *    again, and dp (at most the old one) is the fastest predicted that fits in memory;
+ *  - the global batch is kept: its global_batch / micro_batch micro-batches divide over the
+ *    replicas left, the first (global_batch / micro_batch) % dp replicas taking one more (a
+ *    trainer then sums gradients and divides by the global batch instead of averaging replicas).
+ * Every survivor computes the same plan locally. Why newworld and no list of survivors: each
+ * survivor knows its own rank in plan's world, so one allgather over newworld tells all of them
+ * which old rank each member was, whichever way newworld was made, and checks that they all hold
+ * the same plan (HM_ERR_MISMATCH otherwise); host names cannot, as a host runs several ranks.
+ * Fails with HM_ERR_INVALID_ARGUMENT when newworld is not plan's ranks in their order, when the
+ * naive placement is selected, or, saying why for each shape tried, when the model no longer
+ * fits on the survivors. newworld must outlive the new plan's communicators; plan stays valid. */
+HM_API hm_status_t hm_plan_replan(hm_plan_t plan, hm_comm_t newworld, hm_plan_t* newplan);
+
+/* Layers [first_layer, first_layer + num_layers) of a rank's tensor-parallel shard, and the rank
+ * (of the re-planned world) that held that shard of them in the old plan: their current weights
+ * and optimizer state are there. rank -1: no survivor held them (load them from a checkpoint). */
+typedef struct hm_layer_source {
+  int first_layer;
+  int num_layers;
+  int rank;
+} hm_layer_source_t;
+
+/* For `rank` of the plan's world (any rank, so that a source can find who fetches from it): the
+ * layers it holds in this re-plan and did not hold before, in layer order, as ranges with their
+ * source (the one in its own island when there is one, else the lowest rank). Writes at most
+ * capacity entries; *count receives how many there are. A plan from hm_plan_create has none.
+ * sources may be NULL with capacity 0 to ask for the count. */
+HM_API hm_status_t hm_plan_get_layer_sources(hm_plan_t plan, int rank, hm_layer_source_t* sources,
+                                             size_t capacity, size_t* count);
 
 #ifdef __cplusplus
 } /* extern "C" */

@@ -276,10 +276,18 @@ struct ModelDescription {
   double device_tflops = 0;  // 0: the GPU models' speed; else a measured one
 };
 
-// Where the calling rank sits in a plan (hm_plan_rank_t).
+// Where the calling rank sits in a plan (hm_plan_rank_t); a re-plan's spare has stage, tp_rank
+// and dp_rank -1 and no layers or micro-batches.
 struct PlanRank {
   int stage = 0, num_stages = 1, first_layer = 0, num_layers = 0;
   int tp_rank = 0, tp_size = 1, dp_rank = 0, dp_size = 1, micro_batches = 1;
+};
+
+// Layers a rank of a re-plan holds and did not hold before, and the rank of the new world that
+// holds their current state, or -1: none survived (hm_layer_source_t).
+struct LayerSource {
+  int first_layer = 0, num_layers = 0, rank = -1;
+  bool operator==(const LayerSource&) const = default;
 };
 
 // The planner's answer for a running job (see holmes.h, "Planner").
@@ -292,8 +300,15 @@ class HM_API Plan {
   // Which placement rank() and communicator() describe (default: HM_PLACEMENT_HOLMES).
   void select(hm_placement_t placement);
   PlanRank rank() const;
-  // Collective over the world: the caller's group of that kind.
+  // Collective over the world: the caller's group of that kind (empty for a re-plan's spare).
   Communicator communicator(hm_group_t group) const;
+  // Collective over newworld, the survivors of this plan's world in its rank order (a split or
+  // shrink of it): the same model placed on them (see hm_plan_replan). newworld must outlive the
+  // new plan's use of communicator().
+  Plan replan(const Communicator& newworld) const;
+  // For `rank` of this plan's world: the layers it must fetch after a re-plan (none for a plan
+  // from create()).
+  std::vector<LayerSource> layer_sources(int rank) const;
   std::string json() const;
   double predicted_step_seconds() const;
   double naive_step_seconds() const;

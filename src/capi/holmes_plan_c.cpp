@@ -98,7 +98,8 @@ hm_status_t hm_plan_comm_create(hm_plan_t plan, hm_group_t group, hm_comm_t* com
         group == HM_GROUP_TENSOR || group == HM_GROUP_PIPELINE || group == HM_GROUP_DATA,
         "group is {}: expected HM_GROUP_TENSOR, HM_GROUP_PIPELINE or HM_GROUP_DATA",
         static_cast<int>(group));
-    *comm = new hm_comm(plan_of(plan).communicator(group));
+    holmes::Communicator made = plan_of(plan).communicator(group);
+    if (made.valid()) *comm = new hm_comm(std::move(made));
   });
 }
 
@@ -118,6 +119,28 @@ hm_status_t hm_plan_get_prediction(hm_plan_t plan, double* step_seconds,
     const holmes::Plan& p = plan_of(plan);
     if (step_seconds != nullptr) *step_seconds = p.predicted_step_seconds();
     if (naive_step_seconds != nullptr) *naive_step_seconds = p.naive_step_seconds();
+  });
+}
+
+hm_status_t hm_plan_replan(hm_plan_t plan, hm_comm_t newworld, hm_plan_t* newplan) {
+  return guarded("hm_plan_replan", [&] {
+    require_out(newplan, "newplan");
+    *newplan = nullptr;
+    const holmes::Plan& old = plan_of(plan);
+    *newplan = new hm_plan{old.replan(comm_of(newworld))};
+  });
+}
+
+hm_status_t hm_plan_get_layer_sources(hm_plan_t plan, int rank, hm_layer_source_t* sources,
+                                      size_t capacity, size_t* count) {
+  return guarded("hm_plan_get_layer_sources", [&] {
+    require_out(count, "count");
+    holmes::require(sources != nullptr || capacity == 0, "sources is NULL with capacity {}",
+                    capacity);
+    const std::vector<holmes::LayerSource> list = plan_of(plan).layer_sources(rank);
+    *count = list.size();
+    for (std::size_t i = 0; i < list.size() && i < capacity; ++i)
+      sources[i] = hm_layer_source_t{list[i].first_layer, list[i].num_layers, list[i].rank};
   });
 }
 

@@ -11,6 +11,7 @@
 #include "scheduler/job_topology.hpp"
 #include "scheduler/plan_report.hpp"
 #include "scheduler/planner.hpp"
+#include "scheduler/replan.hpp"
 #include "topology/topology_file.hpp"
 
 namespace holmes {
@@ -23,6 +24,8 @@ class PlanImpl {
   scheduler::Plan plan;
   std::string json;
   bool naive = false;  // hm_plan_select_placement
+  // A re-plan's: per rank of world, the layers it must fetch and from whom (empty otherwise).
+  std::vector<std::vector<scheduler::LayerSource>> sources;
 
   const scheduler::Placement& selected() const { return naive ? plan.naive : plan.holmes; }
 };
@@ -68,6 +71,20 @@ std::uint64_t fingerprint(const std::string& text) {
   return h;
 }
 
+// Every rank's {status, fingerprint} through `comm`: how ranks agree that they planned alike.
+std::vector<std::uint64_t> allgather_pairs(detail::CommunicatorImpl& comm,
+                                           const std::uint64_t (&mine)[2]) {
+  std::vector<std::uint64_t> all(2 * static_cast<std::size_t>(comm.size()));
+  detail::CollectiveCall gather;
+  gather.kind = CollectiveKind::kAllgather;
+  gather.send = mine;
+  gather.recv = all.data();
+  gather.count = 2;
+  gather.dtype = HM_UINT64;
+  comm.collective(gather, /*blocking=*/true);
+  return all;
+}
+
 }  // namespace
 
 Plan Plan::create(const Communicator& world, const ModelDescription& description) {
@@ -96,14 +113,7 @@ Plan Plan::create(const Communicator& world, const ModelDescription& description
     failure = e;
     mine[0] = static_cast<std::uint64_t>(e.status());
   }
-  std::vector<std::uint64_t> all(2 * static_cast<std::size_t>(comm.size()));
-  detail::CollectiveCall gather;
-  gather.kind = CollectiveKind::kAllgather;
-  gather.send = mine;
-  gather.recv = all.data();
-  gather.count = 2;
-  gather.dtype = HM_UINT64;
-  comm.collective(gather, /*blocking=*/true);
+  const std::vector<std::uint64_t> all = allgather_pairs(comm, mine);
   if (failure) throw *failure;
   for (int r = 0; r < comm.size(); ++r) {
     const std::uint64_t status = all[2 * r], print = all[2 * r + 1];
@@ -123,6 +133,70 @@ Plan Plan::create(const Communicator& world, const ModelDescription& description
   return plan;
 }
 
+Plan Plan::replan(const Communicator& newworld) const {
+  require(impl_ != nullptr, "the Plan is empty");
+  require(newworld.valid(), "the new world communicator is empty");
+  require(!impl_->naive,
+          "re-planning places Holmes's placement again: select HM_PLACEMENT_HOLMES first");
+  detail::CommunicatorImpl& comm = newworld.impl();
+  // Which old rank each member was: the communicator keeps no link to the plan's world (a split
+  // or a shrink renumbers its ranks), so every survivor states its own, with the plan it holds.
+  const std::uint64_t mine[2] = {static_cast<std::uint64_t>(impl_->world->rank()),
+                                 fingerprint(impl_->json)};
+  const std::vector<std::uint64_t> all = allgather_pairs(comm, mine);
+  const int old_size = impl_->world->size();
+  require(comm.size() <= old_size,
+          "the new world has {} ranks, more than the {} of the plan's world: it is not a subset",
+          comm.size(), old_size);
+  std::vector<int> survivors;
+  for (int r = 0; r < comm.size(); ++r) {
+    if (all[2 * r + 1] != mine[1]) {
+      fail(HM_ERR_MISMATCH, "rank {} of the new world re-plans another plan than rank {} does", r,
+           comm.rank());
+    }
+    const int old = static_cast<int>(all[2 * r]);
+    if (!survivors.empty() && old <= survivors.back()) {
+      fail(HM_ERR_INVALID_ARGUMENT,
+           "the new world is not the plan's world's ranks in their order: its rank {} was rank "
+           "{}, its rank {} was rank {} (shrink or split keeping the rank order)",
+           r - 1, survivors.back(), r, old);
+    }
+    survivors.push_back(old);
+    const Locality& was = impl_->world->localities().at(old);
+    const Locality& now = comm.localities().at(r);
+    require(was.host == now.host && was.island == now.island,
+            "rank {} of the new world runs on {} ({}) but old rank {} ran on {} ({}): the new "
+            "world is not made of the plan's ranks",
+            r, now.host, now.island, old, was.host, was.island);
+  }
+  scheduler::Replan re =
+      scheduler::replan(impl_->plan, impl_->job.topology, impl_->job.layout, survivors);
+  nlohmann::json json = scheduler::plan_to_json(re.plan, re.job.topology);
+  json["replan"] = scheduler::replan_to_json(re);
+  auto impl = std::make_shared<detail::PlanImpl>();
+  impl->world = newworld.impl_;
+  impl->job = std::move(re.job);
+  impl->plan = std::move(re.plan);
+  impl->sources = std::move(re.sources);
+  impl->json = json.dump();
+  Plan plan;
+  plan.impl_ = std::move(impl);
+  return plan;
+}
+
+std::vector<LayerSource> Plan::layer_sources(int rank) const {
+  require(impl_ != nullptr, "the Plan is empty");
+  require(rank >= 0 && rank < impl_->world->size(), "rank {} is not in the plan's world of {}",
+          rank, impl_->world->size());
+  require(!impl_->naive,
+          "layer sources describe Holmes's placement, and the naive one is selected");
+  std::vector<LayerSource> out;
+  if (impl_->sources.empty()) return out;  // not a re-plan: nothing moves
+  for (const scheduler::LayerSource& s : impl_->sources.at(rank))
+    out.push_back(LayerSource{s.first_layer, s.layers, s.source});
+  return out;
+}
+
 void Plan::select(hm_placement_t placement) {
   require(impl_ != nullptr, "the Plan is empty");
   require(placement == HM_PLACEMENT_HOLMES || placement == HM_PLACEMENT_NAIVE,
@@ -135,33 +209,43 @@ PlanRank Plan::rank() const {
   require(impl_ != nullptr, "the Plan is empty");
   const auto& p = impl_->selected();
   const auto& role = p.roles.at(static_cast<std::size_t>(impl_->world->rank()));
+  if (role.spare()) return PlanRank{-1, p.pp, 0, 0, -1, p.tp, -1, p.dp, 0};
   const auto& stage = p.stages.at(static_cast<std::size_t>(role.stage));
-  return PlanRank{role.stage, p.pp, stage.first_layer, stage.layers, role.tp, p.tp,
-                  role.dp,    p.dp, p.micro_batches};
+  return PlanRank{role.stage, p.pp, stage.first_layer,          stage.layers, role.tp, p.tp,
+                  role.dp,    p.dp, p.micro_batches_of(role.dp)};
 }
 
 Communicator Plan::communicator(hm_group_t group) const {
   require(impl_ != nullptr, "the Plan is empty");
+  require(group == HM_GROUP_TENSOR || group == HM_GROUP_PIPELINE || group == HM_GROUP_DATA,
+          "unknown group kind {}", static_cast<int>(group));
   const auto& p = impl_->selected();
   const auto& role = p.roles.at(static_cast<std::size_t>(impl_->world->rank()));
   int color = 0, key = 0;
-  switch (group) {
-    case HM_GROUP_TENSOR:
-      color = role.stage * p.dp + role.dp;
-      key = role.tp;
-      break;
-    case HM_GROUP_PIPELINE:
-      color = role.dp * p.tp + role.tp;
-      key = role.stage;
-      break;
-    case HM_GROUP_DATA:
-      color = role.stage * p.tp + role.tp;
-      key = role.dp;
-      break;
-    default:
-      fail(HM_ERR_INVALID_ARGUMENT, "unknown group kind {}", static_cast<int>(group));
+  if (role.spare()) {
+    // A spare joins the split (it is collective) and gets no communicator.
+    color = HM_COLOR_UNDEFINED;
+  } else {
+    switch (group) {
+      case HM_GROUP_TENSOR:
+        color = role.stage * p.dp + role.dp;
+        key = role.tp;
+        break;
+      case HM_GROUP_PIPELINE:
+        color = role.dp * p.tp + role.tp;
+        key = role.stage;
+        break;
+      case HM_GROUP_DATA:
+        color = role.stage * p.tp + role.tp;
+        key = role.dp;
+        break;
+      default:
+        fail(HM_ERR_INVALID_ARGUMENT, "unknown group kind {}", static_cast<int>(group));
+    }
   }
-  return Communicator(impl_->world->split(color, key));
+  auto split = impl_->world->split(color, key);
+  if (!split) return Communicator();
+  return Communicator(std::move(split));
 }
 
 std::string Plan::json() const {

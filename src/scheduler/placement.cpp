@@ -82,9 +82,14 @@ const topology::LinkClass& placement_link(const Topology& topo, const Placement&
 
 void finish_placement(const Topology& topo, const JobLayout& layout, Placement& p) {
   const int n = p.tp * p.pp * p.dp;
-  require(static_cast<int>(p.grid.size()) == n && layout.size() == n,
+  require(static_cast<int>(p.grid.size()) == n && layout.size() >= n,
           "placement of {} ranks does not match a job of {}", p.grid.size(), layout.size());
-  p.roles.assign(n, RankRole{});
+  p.roles.assign(layout.size(), RankRole{RankRole::kSpare, RankRole::kSpare, RankRole::kSpare});
+  for (int r : p.grid) {
+    require(r >= 0 && r < layout.size() && p.roles[r].spare(),
+            "placement grid names rank {} twice or out of range", r);
+    p.roles[r].stage = 0;
+  }
   for (int s = 0; s < p.pp; ++s) {
     for (int d = 0; d < p.dp; ++d) {
       for (int t = 0; t < p.tp; ++t) p.roles[p.rank_at(s, d, t)] = RankRole{s, d, t};
@@ -156,7 +161,14 @@ void set_layers(Placement& p, const std::vector<int>& layers) {
 
 Placement naive_placement(const Topology& topo, const JobLayout& layout, const ModelSpec& model,
                           int tp, int pp) {
-  const int n = layout.size();
+  std::vector<int> ranks(layout.size());
+  for (int r = 0; r < layout.size(); ++r) ranks[r] = r;
+  return naive_placement(topo, layout, model, tp, pp, ranks);
+}
+
+Placement naive_placement(const Topology& topo, const JobLayout& layout, const ModelSpec& model,
+                          int tp, int pp, const std::vector<int>& ranks) {
+  const int n = static_cast<int>(ranks.size());
   require(tp > 0 && pp > 0 && n % (tp * pp) == 0,
           "the naive placement needs tp x pp ({} x {}) to divide the {} GPUs", tp, pp, n);
   Placement p;
@@ -167,9 +179,8 @@ Placement naive_placement(const Topology& topo, const JobLayout& layout, const M
   p.single_network = true;
   p.overlap_dp = false;
   p.micro_batches = model.global_batch / (model.micro_batch * p.dp);
-  p.grid.resize(n);
   // Megatron-LM: rank = (stage * dp + d) * tp + t, ranks in launch (host) order.
-  for (int r = 0; r < n; ++r) p.grid[r] = r;
+  p.grid = ranks;
   for (int layers : even_split(model.layers, pp)) p.stages.push_back(Stage{0, layers, {}, ""});
   finish_placement(topo, layout, p);
   return p;
@@ -208,6 +219,20 @@ std::string holmes_infeasibility(const Topology& topo, const JobLayout& layout, 
   return "";
 }
 
+std::vector<std::vector<int>> holmes_rank_order(const Topology& topo, const JobLayout& layout) {
+  std::vector<std::vector<int>> ranks_of_host(topo.hosts.size());
+  for (int r = 0; r < layout.size(); ++r) ranks_of_host[layout.host_of_rank[r]].push_back(r);
+  std::vector<std::vector<int>> order;
+  for (const std::string& island : island_order(topo)) {
+    order.emplace_back();
+    for (std::size_t h = 0; h < topo.hosts.size(); ++h) {
+      if (topo.hosts[h].island != island) continue;
+      order.back().insert(order.back().end(), ranks_of_host[h].begin(), ranks_of_host[h].end());
+    }
+  }
+  return order;
+}
+
 Placement holmes_placement(const Topology& topo, const JobLayout& layout, const ModelSpec& model,
                            int tp, int pp) {
   if (std::string why = holmes_infeasibility(topo, layout, tp, pp); !why.empty()) {
@@ -220,17 +245,10 @@ Placement holmes_placement(const Topology& topo, const JobLayout& layout, const 
   p.pp = pp;
   p.dp = n / (tp * pp);
   p.micro_batches = model.global_batch / (model.micro_batch * p.dp);
-  // Ranks island by island (islands in order of first appearance), host by host inside each,
-  // rank order on a host: the launcher may have interleaved islands or hosts, the plan does not.
-  std::vector<std::vector<int>> ranks_of_host(topo.hosts.size());
-  for (int r = 0; r < n; ++r) ranks_of_host[layout.host_of_rank[r]].push_back(r);
+  // The launcher may have interleaved islands or hosts, the plan does not.
   std::vector<int> order;
-  for (const std::string& island : island_order(topo)) {
-    for (std::size_t h = 0; h < topo.hosts.size(); ++h) {
-      if (topo.hosts[h].island != island) continue;
-      order.insert(order.end(), ranks_of_host[h].begin(), ranks_of_host[h].end());
-    }
-  }
+  for (const std::vector<int>& island : holmes_rank_order(topo, layout))
+    order.insert(order.end(), island.begin(), island.end());
   p.grid = std::move(order);  // stage-major, then dp, then tp: whole stages per island
   for (int layers : even_split(model.layers, pp)) p.stages.push_back(Stage{0, layers, {}, ""});
   finish_placement(topo, layout, p);

@@ -69,6 +69,7 @@ json placement_json(const Placement& p, const StepPrediction& step, const Topolo
           {"pp", p.pp},
           {"dp", p.dp},
           {"micro_batches", p.micro_batches},
+          {"replica_micro_batches", p.replica_micro_batches},
           {"single_network", p.single_network},
           {"stages", stages},
           {"ranks", ranks},
@@ -152,6 +153,21 @@ nlohmann::json plan_to_json(const Plan& plan, const Topology& topo) {
           {"naive", placement_json(plan.naive, plan.naive_step, topo)},
           {"speedup", plan.speedup()},
           {"notes", plan.notes}};
+}
+
+nlohmann::json replan_to_json(const Replan& replan) {
+  json sources = json::array();
+  for (const auto& list : replan.sources) {
+    json ranges = json::array();
+    for (const LayerSource& s : list) {
+      ranges.push_back(
+          {{"first_layer", s.first_layer}, {"layers", s.layers}, {"source", s.source}});
+    }
+    sources.push_back(ranges);
+  }
+  return {{"old_rank", replan.old_rank},
+          {"rule", replan.replicas_dropped ? "dropped replicas" : "re-cut stages"},
+          {"layer_sources", sources}};
 }
 
 std::string plan_to_table(const Plan& plan, const Topology& topo) {

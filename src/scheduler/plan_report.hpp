@@ -7,11 +7,14 @@
 #include <string>
 
 #include "scheduler/planner.hpp"
+#include "scheduler/replan.hpp"
 #include "topology/topology.hpp"
 
 namespace holmes::scheduler {
 
 nlohmann::json plan_to_json(const Plan& plan, const topology::Topology& topo);
+// The re-plan's own part: each new rank's old rank and the layers it fetches, from whom.
+nlohmann::json replan_to_json(const Replan& replan);
 std::string plan_to_table(const Plan& plan, const topology::Topology& topo);
 std::string plan_to_dot(const Plan& plan, const topology::Topology& topo);
 

@@ -210,5 +210,133 @@ TEST(PlanTest, BadArgumentsAreRefusedLocally) {
   EXPECT_EQ(hm_plan_destroy(nullptr), HM_ERR_INVALID_ARGUMENT);
 }
 
+// Survivors of `lost` (world ranks), as hm_comm_shrink would give them: a split keeping the rank
+// order; the lost ranks get NULL.
+hm_comm_t survivors_of(hm_comm_t world, int lost) {
+  int rank = -1;
+  EXPECT_EQ(hm_comm_rank(world, &rank), HM_SUCCESS);
+  hm_comm_t out = nullptr;
+  EXPECT_EQ(hm_comm_split(world, rank == lost ? HM_COLOR_UNDEFINED : 0, 0, &out), HM_SUCCESS)
+      << hm_last_error_message();
+  return out;
+}
+
+std::vector<hm_layer_source_t> sources_of(hm_plan_t plan, int rank) {
+  std::size_t count = 0;
+  EXPECT_EQ(hm_plan_get_layer_sources(plan, rank, nullptr, 0, &count), HM_SUCCESS)
+      << hm_last_error_message();
+  std::vector<hm_layer_source_t> out(count);
+  EXPECT_EQ(hm_plan_get_layer_sources(plan, rank, out.data(), out.size(), &count), HM_SUCCESS);
+  return out;
+}
+
+TEST(PlanTest, ReplanOnSurvivorsDropsTheLostReplica) {
+  CWorld c;
+  CPlan old;
+  const hm_model_t model = tiny(1, 2);
+  ASSERT_EQ(hm_plan_create(c.handle, &model, &old.handle), HM_SUCCESS) << hm_last_error_message();
+  hm_plan_rank_t before{};
+  ASSERT_EQ(hm_plan_get_rank(old.handle, &before), HM_SUCCESS);
+  ASSERT_EQ(before.dp_size, 4);
+  // World rank 3's replica (dp index) is taken out; gather every rank's dp index to know it.
+  std::int64_t mine = before.dp_rank, dps[8] = {};
+  ASSERT_EQ(hm_allgather(c.handle, &mine, dps, 1, HM_INT64), HM_SUCCESS);
+  hm_comm_t survivors = survivors_of(c.handle, 3);
+  if (survivors == nullptr) return;  // the lost rank
+  CPlan now;
+  ASSERT_EQ(hm_plan_replan(old.handle, survivors, &now.handle), HM_SUCCESS)
+      << hm_last_error_message();
+  hm_plan_rank_t after{};
+  ASSERT_EQ(hm_plan_get_rank(now.handle, &after), HM_SUCCESS);
+  EXPECT_EQ(after.dp_size, 3);
+  EXPECT_EQ(after.num_stages, 2);
+  if (before.dp_rank == dps[3]) {
+    EXPECT_EQ(after.stage, -1) << "the lost replica's survivor is spare";
+    EXPECT_EQ(after.num_layers, 0);
+  } else {
+    EXPECT_EQ(after.stage, before.stage);
+    EXPECT_EQ(after.first_layer, before.first_layer);
+    EXPECT_EQ(after.num_layers, before.num_layers);
+    // 16 micro-batches over 3 replicas: 6, 5, 5.
+    EXPECT_EQ(after.micro_batches, after.dp_rank == 0 ? 6 : 5);
+  }
+  EXPECT_TRUE(sources_of(now.handle, 0).empty());
+  // The new plan's groups work on the survivors: a DP allreduce sums exactly.
+  hm_comm_t dp = nullptr;
+  ASSERT_EQ(hm_plan_comm_create(now.handle, HM_GROUP_DATA, &dp), HM_SUCCESS)
+      << hm_last_error_message();
+  if (after.stage < 0) {
+    EXPECT_EQ(dp, nullptr);
+  } else {
+    ASSERT_NE(dp, nullptr);
+    std::int64_t one = 1, sum = 0;
+    EXPECT_EQ(hm_allreduce(dp, &one, &sum, 1, HM_INT64, HM_SUM), HM_SUCCESS);
+    EXPECT_EQ(sum, 3);
+    EXPECT_EQ(hm_comm_destroy(dp), HM_SUCCESS);
+  }
+  EXPECT_EQ(hm_comm_destroy(survivors), HM_SUCCESS);
+}
+
+TEST(PlanTest, ReplanOfAPipelineNamesSourcesThatHeldTheLayers) {
+  CWorld c;
+  CPlan old;
+  const hm_model_t model = tiny(1, 8);
+  ASSERT_EQ(hm_plan_create(c.handle, &model, &old.handle), HM_SUCCESS) << hm_last_error_message();
+  hm_plan_rank_t before{};
+  ASSERT_EQ(hm_plan_get_rank(old.handle, &before), HM_SUCCESS);
+  hm_comm_t survivors = survivors_of(c.handle, 2);
+  if (survivors == nullptr) return;
+  // Every survivor's old layer range, by new rank.
+  std::int64_t mine[2] = {before.first_layer, before.num_layers}, ranges[14] = {};
+  ASSERT_EQ(hm_allgather(survivors, mine, ranges, 2, HM_INT64), HM_SUCCESS);
+  CPlan now;
+  ASSERT_EQ(hm_plan_replan(old.handle, survivors, &now.handle), HM_SUCCESS)
+      << hm_last_error_message();
+  hm_plan_rank_t after{};
+  ASSERT_EQ(hm_plan_get_rank(now.handle, &after), HM_SUCCESS);
+  EXPECT_EQ(after.num_stages, 7);
+  EXPECT_EQ(after.micro_batches, 16);
+  int lost = 0;
+  for (int r = 0; r < 7; ++r) {
+    for (const hm_layer_source_t& s : sources_of(now.handle, r)) {
+      if (s.rank < 0) {
+        lost += s.num_layers;
+        continue;
+      }
+      ASSERT_LT(s.rank, 7);
+      EXPECT_GE(s.first_layer, ranges[2 * s.rank]) << "rank " << r << " from " << s.rank;
+      EXPECT_LE(s.first_layer + s.num_layers, ranges[2 * s.rank] + ranges[2 * s.rank + 1]);
+    }
+  }
+  EXPECT_GE(lost, 1) << "the lost rank's layers had no replica";
+  EXPECT_EQ(hm_comm_destroy(survivors), HM_SUCCESS);
+}
+
+TEST(PlanTest, ReplanRefusesBadArguments) {
+  CWorld c;
+  CPlan old;
+  const hm_model_t model = tiny(1, 2);
+  ASSERT_EQ(hm_plan_create(c.handle, &model, &old.handle), HM_SUCCESS) << hm_last_error_message();
+  hm_plan_t out = nullptr;
+  EXPECT_EQ(hm_plan_replan(nullptr, c.handle, &out), HM_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(hm_plan_replan(old.handle, nullptr, &out), HM_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(hm_plan_replan(old.handle, c.handle, nullptr), HM_ERR_INVALID_ARGUMENT);
+  std::size_t count = 0;
+  EXPECT_EQ(hm_plan_get_layer_sources(old.handle, 8, nullptr, 0, &count), HM_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(hm_plan_get_layer_sources(old.handle, 0, nullptr, 0, &count), HM_SUCCESS);
+  EXPECT_EQ(count, 0u);
+  // A world in reverse order is not the plan's ranks in their order.
+  int rank = -1;
+  ASSERT_EQ(hm_comm_rank(c.handle, &rank), HM_SUCCESS);
+  hm_comm_t reversed = nullptr;
+  ASSERT_EQ(hm_comm_split(c.handle, 0, 8 - rank, &reversed), HM_SUCCESS);
+  EXPECT_EQ(hm_plan_replan(old.handle, reversed, &out), HM_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(hm_last_error_message()).find("not the plan's world's ranks in their"),
+            std::string::npos)
+      << hm_last_error_message();
+  EXPECT_EQ(out, nullptr);
+  EXPECT_EQ(hm_comm_destroy(reversed), HM_SUCCESS);
+}
+
 }  // namespace
 }  // namespace holmes::test

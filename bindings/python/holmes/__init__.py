@@ -22,7 +22,7 @@ from .comm import Comm, Request, init
 from .errors import (AbortedError, AuthError, HolmesError, InternalError, InvalidArgumentError,
                      MismatchError, OutOfMemoryError, PeerFailedError, Status, TimedOutError,
                      TransportError, UnsupportedError, status_name)
-from .plan import Plan, RankInfo
+from .plan import LayerSource, Plan, RankInfo
 from .types import Dtype, Op
 
 SUM, PROD, MIN, MAX, AVG = Op.SUM, Op.PROD, Op.MIN, Op.MAX, Op.AVG
@@ -30,11 +30,11 @@ SUM, PROD, MIN, MAX, AVG = Op.SUM, Op.PROD, Op.MIN, Op.MAX, Op.AVG
 __version__ = "0.1.0"
 
 __all__ = [
-    "init", "Comm", "Request", "Plan", "RankInfo", "Dtype", "Op", "Status", "SUM", "PROD", "MIN",
-    "MAX", "AVG", "HolmesError", "InvalidArgumentError", "MismatchError", "TimedOutError",
-    "PeerFailedError", "AuthError", "TransportError", "UnsupportedError", "OutOfMemoryError",
-    "AbortedError", "InternalError", "LibraryNotFoundError", "status_name", "library_path",
-    "library_version", "HM_COLOR_UNDEFINED",
+    "init", "Comm", "Request", "Plan", "RankInfo", "LayerSource", "Dtype", "Op", "Status", "SUM",
+    "PROD", "MIN", "MAX", "AVG", "HolmesError", "InvalidArgumentError", "MismatchError",
+    "TimedOutError", "PeerFailedError", "AuthError", "TransportError", "UnsupportedError",
+    "OutOfMemoryError", "AbortedError", "InternalError", "LibraryNotFoundError", "status_name",
+    "library_path", "library_version", "HM_COLOR_UNDEFINED",
 ]
 
 

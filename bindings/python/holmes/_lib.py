@@ -103,6 +103,16 @@ class PlanRank(ctypes.Structure):
     ]
 
 
+class LayerSource(ctypes.Structure):
+    """hm_layer_source_t."""
+
+    _fields_ = [
+        ("first_layer", ctypes.c_int),
+        ("num_layers", ctypes.c_int),
+        ("rank", ctypes.c_int),
+    ]
+
+
 # --- prototypes ------------------------------------------------------------------------------
 
 _status = ctypes.c_int  # hm_status_t (and every other enum: C enums are int-sized here)
@@ -163,6 +173,8 @@ _PROTOTYPES = {
 # Functions newer than the first release: declared when the loaded library has them.
 _OPTIONAL_PROTOTYPES = {
     "hm_plan_select_placement": (_status, [_plan, _enum]),
+    "hm_plan_replan": (_status, [_plan, _comm, _P(_plan)]),
+    "hm_plan_get_layer_sources": (_status, [_plan, _int, _P(LayerSource), _size, _P(_size)]),
 }
 
 

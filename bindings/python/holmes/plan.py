@@ -8,7 +8,7 @@ from . import _lib
 from .comm import Comm, _int_arg
 from .errors import Status, UnsupportedError, check
 
-__all__ = ["Plan", "RankInfo", "GROUPS"]
+__all__ = ["Plan", "RankInfo", "LayerSource", "GROUPS"]
 
 # hm_group_t by the names Plan.comm takes.
 GROUPS = {"tensor": 0, "pipeline": 1, "data": 2}
@@ -31,11 +31,35 @@ class RankInfo:
     tp_size: int
     dp_rank: int
     dp_size: int
-    micro_batches: int  # per step, per data-parallel replica
+    micro_batches: int  # per step, for this rank's data-parallel replica
 
     @property
     def layers(self):
         return range(self.first_layer, self.first_layer + self.num_layers)
+
+    @property
+    def spare(self):
+        """True for a survivor a re-plan left out (stage -1, no layers)."""
+        return self.stage < 0
+
+
+@dataclasses.dataclass(frozen=True)
+class LayerSource:
+    """Layers a rank holds after a re-plan and did not hold before (hm_layer_source_t): their
+    current weights and optimizer state are on `rank` of the new world, or nowhere (rank -1:
+    load them from a checkpoint)."""
+
+    first_layer: int
+    num_layers: int
+    rank: int
+
+    @property
+    def layers(self):
+        return range(self.first_layer, self.first_layer + self.num_layers)
+
+    @property
+    def lost(self):
+        return self.rank < 0
 
 
 class Plan:
@@ -123,22 +147,49 @@ class Plan:
         placements = {"holmes": 0, "naive": 1}
         if placement not in placements:
             raise ValueError(f"placement {placement!r}: expected 'holmes' or 'naive'")
-        if not _lib.has("hm_plan_select_placement"):
-            raise UnsupportedError(int(Status.ERR_UNSUPPORTED),
-                                   "this libholmes has no hm_plan_select_placement")
-        check(_lib.lib().hm_plan_select_placement(self._handle, placements[placement]))
+        check(self._optional("hm_plan_select_placement")(self._handle, placements[placement]))
+
+    def _optional(self, name):
+        if not _lib.has(name):
+            raise UnsupportedError(int(Status.ERR_UNSUPPORTED), f"this libholmes has no {name}")
+        return getattr(_lib.lib(), name)
+
+    def replan(self, newworld):
+        """Collective over `newworld`, the survivors of this plan's world in its rank order (a
+        shrink, or a split by survival with key 0): the same model placed on them, keeping the
+        global batch (hm_plan_replan). This plan stays valid."""
+        handle = ctypes.c_void_p()
+        check(self._optional("hm_plan_replan")(self._handle, newworld._handle,
+                                               ctypes.byref(handle)))
+        plan = Plan.__new__(Plan)
+        plan._world = newworld
+        plan._ptr = handle
+        return plan
+
+    def layer_sources(self, rank=None):
+        """For `rank` of the plan's world (default: this rank's): the LayerSource ranges it must
+        fetch after a re-plan; [] for a plan that is not one."""
+        function = self._optional("hm_plan_get_layer_sources")
+        if rank is None:
+            rank = self._world.rank
+        rank = _int_arg("rank", rank)
+        count = ctypes.c_size_t(0)
+        check(function(self._handle, rank, None, 0, ctypes.byref(count)))
+        array = (_lib.LayerSource * max(count.value, 1))()
+        check(function(self._handle, rank, array, count.value, ctypes.byref(count)))
+        return [LayerSource(s.first_layer, s.num_layers, s.rank) for s in array[:count.value]]
 
     def comm(self, kind):
         """Collective over the world: this rank's communicator of kind "tensor", "pipeline" or
         "data" ("tp", "pp", "dp" also work), ranked by tp index, stage or dp index. Every rank
-        must ask for the same kinds in the same order."""
+        must ask for the same kinds in the same order. A re-plan's spare gets None."""
         name = _GROUP_ALIASES.get(kind, kind)
         if name not in GROUPS:
             raise ValueError(f"kind {kind!r} is not a group; expected 'tensor', 'pipeline' or "
                              "'data'")
         handle = ctypes.c_void_p()
         check(_lib.lib().hm_plan_comm_create(self._handle, GROUPS[name], ctypes.byref(handle)))
-        return Comm(handle)
+        return Comm(handle) if handle.value else None
 
     def destroy(self):
         """Releases the plan (communicators made from it stay valid). Harmless twice."""
