@@ -7,7 +7,7 @@
 
 #include <fmt/format.h>
 
-#include "scheduler/planner.hpp"
+#include "planner/planner.hpp"
 
 namespace {
 
@@ -52,10 +52,10 @@ holmes::topology::Topology cluster(int gpus) {
 void Plan(benchmark::State& state) {
   const int gpus = static_cast<int>(state.range(0));
   const auto topo = cluster(gpus);
-  auto model = holmes::scheduler::model_preset("gpt-7.5b");
+  auto model = holmes::planner::model_preset("gpt-7.5b");
   model.global_batch = 4 * gpus;
   for (auto _ : state) {
-    auto plan = holmes::scheduler::make_plan(topo, model, {});
+    auto plan = holmes::planner::make_plan(topo, model, {});
     benchmark::DoNotOptimize(plan.holmes_step.step_s);
   }
   state.counters["gpus"] = gpus;

@@ -1,4 +1,4 @@
-// holmes::Plan: the planner (src/scheduler) applied to a running job. Every rank builds the
+// holmes::Plan: the planner (src/planner) applied to a running job. Every rank builds the
 // job's topology from the localities the ranks exchanged at wiring (plus the topology file),
 // plans alike, and checks with the others that it did; the plan's groups then become
 // communicators by splitting the world.
@@ -8,10 +8,10 @@
 
 #include "communicator/communicator_impl.hpp"
 #include "core/status.hpp"
-#include "scheduler/job_topology.hpp"
-#include "scheduler/plan_report.hpp"
-#include "scheduler/planner.hpp"
-#include "scheduler/replan.hpp"
+#include "planner/job_topology.hpp"
+#include "planner/plan_report.hpp"
+#include "planner/planner.hpp"
+#include "planner/replan.hpp"
 #include "topology/topology_file.hpp"
 
 namespace holmes {
@@ -20,26 +20,26 @@ namespace detail {
 class PlanImpl {
  public:
   std::shared_ptr<CommunicatorImpl> world;
-  scheduler::JobTopology job;
-  scheduler::Plan plan;
+  planner::JobTopology job;
+  planner::Plan plan;
   std::string json;
   bool naive = false;  // hm_plan_select_placement
   // A re-plan's: per rank of world, the layers it must fetch and from whom (empty otherwise).
-  std::vector<std::vector<scheduler::LayerSource>> sources;
+  std::vector<std::vector<planner::LayerSource>> sources;
 
-  const scheduler::Placement& selected() const { return naive ? plan.naive : plan.holmes; }
+  const planner::Placement& selected() const { return naive ? plan.naive : plan.holmes; }
 };
 
 }  // namespace detail
 
 namespace {
 
-scheduler::ModelSpec model_from(const ModelDescription& d) {
-  scheduler::ModelSpec m;
+planner::ModelSpec model_from(const ModelDescription& d) {
+  planner::ModelSpec m;
   if (!d.preset.empty()) {
-    m = scheduler::model_preset(d.preset);
+    m = planner::model_preset(d.preset);
   } else if (!d.file.empty()) {
-    m = scheduler::load_model(d.file);
+    m = planner::load_model(d.file);
   } else {
     fail(HM_ERR_INVALID_ARGUMENT, "the model names neither a preset nor a file");
   }
@@ -96,18 +96,18 @@ Plan Plan::create(const Communicator& world, const ModelDescription& description
   std::optional<Error> failure;
   std::uint64_t mine[2] = {0, 0};  // {status, fingerprint}
   try {
-    const scheduler::ModelSpec model = model_from(description);
+    const planner::ModelSpec model = model_from(description);
     std::optional<topology::Topology> file;
     if (comm.topology_file()) file = topology::load_topology_file(*comm.topology_file());
-    impl->job = scheduler::job_topology(comm.localities(), file ? &*file : nullptr);
-    scheduler::PlanConstraints constraints;
+    impl->job = planner::job_topology(comm.localities(), file ? &*file : nullptr);
+    planner::PlanConstraints constraints;
     constraints.tp = description.tp;
     constraints.pp = description.pp;
     constraints.gpu_memory_gb = description.gpu_memory_gb;
     constraints.device_tflops = description.device_tflops;
-    impl->plan = scheduler::make_plan(impl->job.topology, impl->job.layout, model, constraints);
+    impl->plan = planner::make_plan(impl->job.topology, impl->job.layout, model, constraints);
     for (const std::string& note : impl->job.notes) impl->plan.notes.push_back(note);
-    impl->json = scheduler::plan_to_json(impl->plan, impl->job.topology).dump();
+    impl->json = planner::plan_to_json(impl->plan, impl->job.topology).dump();
     mine[1] = fingerprint(impl->json);
   } catch (const Error& e) {
     failure = e;
@@ -169,10 +169,10 @@ Plan Plan::replan(const Communicator& newworld) const {
             "world is not made of the plan's ranks",
             r, now.host, now.island, old, was.host, was.island);
   }
-  scheduler::Replan re =
-      scheduler::replan(impl_->plan, impl_->job.topology, impl_->job.layout, survivors);
-  nlohmann::json json = scheduler::plan_to_json(re.plan, re.job.topology);
-  json["replan"] = scheduler::replan_to_json(re);
+  planner::Replan re =
+      planner::replan(impl_->plan, impl_->job.topology, impl_->job.layout, survivors);
+  nlohmann::json json = planner::plan_to_json(re.plan, re.job.topology);
+  json["replan"] = planner::replan_to_json(re);
   auto impl = std::make_shared<detail::PlanImpl>();
   impl->world = newworld.impl_;
   impl->job = std::move(re.job);
@@ -192,7 +192,7 @@ std::vector<LayerSource> Plan::layer_sources(int rank) const {
           "layer sources describe Holmes's placement, and the naive one is selected");
   std::vector<LayerSource> out;
   if (impl_->sources.empty()) return out;  // not a re-plan: nothing moves
-  for (const scheduler::LayerSource& s : impl_->sources.at(rank))
+  for (const planner::LayerSource& s : impl_->sources.at(rank))
     out.push_back(LayerSource{s.first_layer, s.layers, s.source});
   return out;
 }

@@ -6,7 +6,7 @@
 
 #include "core/log.hpp"
 #include "core/status.hpp"
-#include "scheduler/job_topology.hpp"
+#include "planner/job_topology.hpp"
 #include "topology/topology_file.hpp"
 
 namespace holmes::detail {
@@ -37,7 +37,7 @@ std::vector<std::optional<LinkShape>> link_shapes(const std::vector<Locality>& l
   const bool scaled = file != nullptr && file->emulation_scale > 1;
   if (mode == ShapingMode::kOff || (mode == ShapingMode::kAuto && !scaled)) return shapes;
 
-  const scheduler::JobTopology job = scheduler::job_topology(localities, file);
+  const planner::JobTopology job = planner::job_topology(localities, file);
   const topology::Topology& topo = job.topology;
   const Locality& me = localities[static_cast<std::size_t>(rank)];
   const topology::Host* my_host = topo.find_host(me.host);
@@ -119,7 +119,7 @@ TierCosts topology_tier_costs(const std::vector<Locality>& localities,
   const bool real_rates = file != nullptr && !scaled;
   TierCosts costs;
   if (localities.empty() || (!shaped && !real_rates)) return costs;
-  const scheduler::JobTopology job = scheduler::job_topology(localities, file);
+  const planner::JobTopology job = planner::job_topology(localities, file);
   const topology::Topology& topo = job.topology;
   std::map<std::string, std::vector<const topology::Host*>> hosts_by_island;
   for (const auto& l : localities) {

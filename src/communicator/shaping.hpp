@@ -17,7 +17,7 @@
 //    NIC could;
 //  - latency = the link class's latency (not scaled);
 //  - the topology comes from the ranks' localities and the topology file, as the planner sees
-//    the job (scheduler::job_topology); without a file, its nominal link classes.
+//    the job (planner::job_topology); without a file, its nominal link classes.
 #pragma once
 
 #include <optional>

@@ -1,6 +1,6 @@
 // The topology: hosts, their GPUs and NICs, the islands they form and the link classes between
 // them. It is loaded from a file (topology_file.hpp), discovered on a host (discovery.hpp), or
-// both merged (merge.hpp); the planner (src/scheduler) reads it and never the wire.
+// both merged (merge.hpp); the planner (src/planner) reads it and never the wire.
 //
 // Ranks of a job are laid out host by host in `hosts` order, `gpus` ranks per host: rank r of a
 // planned job is GPU (r - first rank of its host) of its host. The file's order is the order a

@@ -11,7 +11,7 @@
 #include "core/bytes.hpp"
 #include "core/env.hpp"
 #include "core/status.hpp"
-#include "scheduler/model_spec.hpp"
+#include "planner/model_spec.hpp"
 #include "topology/topology_file.hpp"
 #include "transports/tcp/frame.hpp"
 
@@ -116,7 +116,7 @@ void topology_file(Input data) {
 
 void model_file(Input data) {
   try {
-    const auto model = scheduler::parse_model_yaml(as_text(data), "<fuzz>");
+    const auto model = planner::parse_model_yaml(as_text(data), "<fuzz>");
     try {
       model.validate();
     } catch (const Error& e) {

@@ -33,7 +33,7 @@ void store_request(Input data);
 void store_reply(Input data);
 // A topology file (topology/topology_file.hpp: parse_topology_yaml).
 void topology_file(Input data);
-// A model file (scheduler/model_spec.hpp: parse_model_yaml).
+// A model file (planner/model_spec.hpp: parse_model_yaml).
 void model_file(Input data);
 
 struct Target {

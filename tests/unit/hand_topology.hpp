@@ -8,7 +8,7 @@
 #include "core/status.hpp"
 #include "topology/topology.hpp"
 
-namespace holmes::scheduler::hand {
+namespace holmes::planner::hand {
 
 using topology::Fabric;
 using topology::Host;
@@ -73,4 +73,4 @@ inline Topology paper_topology(bool interleave = false) {
       {{"ib", Fabric::kIb, "ib-hdr", 4, 4}, {"roce", Fabric::kRoce, "roce-100", 4, 2}}, interleave);
 }
 
-}  // namespace holmes::scheduler::hand
+}  // namespace holmes::planner::hand

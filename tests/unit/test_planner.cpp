@@ -7,11 +7,11 @@
 
 #include "core/status.hpp"
 #include "hand_topology.hpp"
-#include "scheduler/plan_report.hpp"
-#include "scheduler/planner.hpp"
+#include "planner/plan_report.hpp"
+#include "planner/planner.hpp"
 #include "topology/topology_file.hpp"
 
-namespace holmes::scheduler {
+namespace holmes::planner {
 namespace {
 
 using hand::IslandSpec;
@@ -238,4 +238,4 @@ TEST(ModelSpec, MegatronFlops) {
 }
 
 }  // namespace
-}  // namespace holmes::scheduler
+}  // namespace holmes::planner

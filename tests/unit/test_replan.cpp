@@ -1,4 +1,4 @@
-// Re-planning after a loss (scheduler/replan.hpp) on hand-built topologies: a lost rank takes
+// Re-planning after a loss (planner/replan.hpp) on hand-built topologies: a lost rank takes
 // its data-parallel replica out, a single-replica pipeline has its stages re-cut, a whole island
 // can go, the global batch is kept, every layer a rank must fetch names a survivor that held it
 // (or none when nobody did), and a loss the model cannot survive says why.
@@ -9,10 +9,10 @@
 
 #include "core/status.hpp"
 #include "hand_topology.hpp"
-#include "scheduler/plan_report.hpp"
-#include "scheduler/replan.hpp"
+#include "planner/plan_report.hpp"
+#include "planner/replan.hpp"
 
-namespace holmes::scheduler {
+namespace holmes::planner {
 namespace {
 
 using topology::Fabric;
@@ -317,4 +317,4 @@ TEST(Replan, RejectsBadSurvivorLists) {
 }
 
 }  // namespace
-}  // namespace holmes::scheduler
+}  // namespace holmes::planner

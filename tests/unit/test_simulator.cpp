@@ -8,12 +8,12 @@
 #include <fstream>
 
 #include "core/status.hpp"
-#include "scheduler/calibration.hpp"
-#include "scheduler/planner.hpp"
-#include "scheduler/sweep.hpp"
+#include "planner/calibration.hpp"
+#include "planner/planner.hpp"
+#include "planner/sweep.hpp"
 #include "topology/topology_file.hpp"
 
-namespace holmes::scheduler {
+namespace holmes::planner {
 namespace {
 
 const std::string kTopologies = HOLMES_EXAMPLE_TOPOLOGIES;
@@ -131,4 +131,4 @@ TEST(Simulator, SweepFallsWithBandwidthAndHolmesStaysAhead) {
 }
 
 }  // namespace
-}  // namespace holmes::scheduler
+}  // namespace holmes::planner

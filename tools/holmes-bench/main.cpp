@@ -28,7 +28,7 @@
 #include "communicator/runtime.hpp"
 #include "core/cuda/memory.hpp"
 #include "core/dtype.hpp"
-#include "scheduler/calibration.hpp"
+#include "planner/calibration.hpp"
 
 namespace {
 
@@ -569,8 +569,8 @@ int main(int argc, char** argv) {
           if (row.collective == "sendrecv")
             points.push_back({double(row.size_bytes), row.time_us[0] / 1e6});
         }
-        const auto fit = holmes::scheduler::fit_link(points);
-        holmes::scheduler::write_calibration(calibrate.substr(colon + 1),
+        const auto fit = holmes::planner::fit_link(points);
+        holmes::planner::write_calibration(calibrate.substr(colon + 1),
                                              calibrate.substr(0, colon), fit, n);
         fmt::print("# calibrated link class {}: {:.3f} Gbit/s, {:.1f} us ({} points) -> {}\n",
                    calibrate.substr(0, colon), fit.gbit_per_s, fit.latency_us, fit.points,

@@ -7,9 +7,9 @@
 #include <iostream>
 
 #include "core/status.hpp"
-#include "scheduler/calibration.hpp"
-#include "scheduler/plan_report.hpp"
-#include "scheduler/planner.hpp"
+#include "planner/calibration.hpp"
+#include "planner/plan_report.hpp"
+#include "planner/planner.hpp"
 #include "topology/topology_file.hpp"
 
 int main(int argc, char** argv) {
@@ -17,13 +17,13 @@ int main(int argc, char** argv) {
   CLI::App app{"holmes-plan: TP/PP/DP placement, stage split and transports for a topology"};
   std::string topology_path;
   std::string model_spec;
-  scheduler::PlanConstraints constraints;
+  planner::PlanConstraints constraints;
   bool json = false;
   bool dot = false;
   app.add_option("-t,--topology", topology_path, "topology file (YAML)")->required();
   app.add_option("-m,--model", model_spec,
                  "model file (YAML) or preset: " +
-                     fmt::format("{}", fmt::join(scheduler::model_preset_names(), ", ")))
+                     fmt::format("{}", fmt::join(planner::model_preset_names(), ", ")))
       ->required();
   app.add_option("--tp", constraints.tp, "tensor-parallel size (0: let the planner choose)")
       ->check(CLI::NonNegativeNumber);
@@ -40,15 +40,15 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
   try {
     topology::Topology topo = topology::load_topology_file(topology_path);
-    if (!calibration.empty()) scheduler::apply_calibration(topo, calibration);
-    const scheduler::ModelSpec model = scheduler::load_model(model_spec);
-    const scheduler::Plan plan = scheduler::make_plan(topo, model, constraints);
+    if (!calibration.empty()) planner::apply_calibration(topo, calibration);
+    const planner::ModelSpec model = planner::load_model(model_spec);
+    const planner::Plan plan = planner::make_plan(topo, model, constraints);
     if (json) {
-      std::cout << scheduler::plan_to_json(plan, topo).dump(2) << "\n";
+      std::cout << planner::plan_to_json(plan, topo).dump(2) << "\n";
     } else if (dot) {
-      std::cout << scheduler::plan_to_dot(plan, topo);
+      std::cout << planner::plan_to_dot(plan, topo);
     } else {
-      std::cout << scheduler::plan_to_table(plan, topo);
+      std::cout << planner::plan_to_table(plan, topo);
     }
   } catch (const Error& e) {
     std::fprintf(stderr, "holmes-plan: %s\n", e.what());

@@ -11,18 +11,18 @@
 #include <sstream>
 
 #include "core/status.hpp"
-#include "scheduler/calibration.hpp"
-#include "scheduler/plan_report.hpp"
-#include "scheduler/planner.hpp"
-#include "scheduler/sweep.hpp"
+#include "planner/calibration.hpp"
+#include "planner/plan_report.hpp"
+#include "planner/planner.hpp"
+#include "planner/sweep.hpp"
 #include "topology/topology_file.hpp"
 
 namespace {
 
 using namespace holmes;
 
-void print_placement(const scheduler::Placement& p, const scheduler::StepPrediction& step,
-                     const scheduler::ModelSpec& model, const topology::Topology& topo) {
+void print_placement(const planner::Placement& p, const planner::StepPrediction& step,
+                     const planner::ModelSpec& model, const topology::Topology& topo) {
   const auto gpus = static_cast<double>(p.tp) * p.pp * p.dp;
   fmt::print("{} placement: tp {} x pp {} x dp {}, {} micro-batches of {} per replica{}{}\n",
              p.name, p.tp, p.pp, p.dp, p.micro_batches, model.micro_batch,
@@ -69,7 +69,7 @@ std::vector<double> parse_list(const std::string& text) {
 int main(int argc, char** argv) {
   CLI::App app{"holmes-sim: a training step simulated for Holmes's plan and the naive placement"};
   std::string topology_path, model_spec, placement = "all", calibration, sweep, csv_path;
-  scheduler::PlanConstraints constraints;
+  planner::PlanConstraints constraints;
   bool json = false;
   app.add_option("-t,--topology", topology_path, "topology file (YAML)")->required();
   app.add_option("-m,--model", model_spec, "model file (YAML) or preset")->required();
@@ -91,14 +91,14 @@ int main(int argc, char** argv) {
   try {
     topology::Topology topo = topology::load_topology_file(topology_path);
     if (!calibration.empty()) {
-      for (const std::string& change : scheduler::apply_calibration(topo, calibration)) {
+      for (const std::string& change : planner::apply_calibration(topo, calibration)) {
         if (!json) fmt::print("calibrated {}\n", change);
       }
     }
-    const scheduler::ModelSpec model = scheduler::load_model(model_spec);
+    const planner::ModelSpec model = planner::load_model(model_spec);
     if (!sweep.empty()) {
       const auto points =
-          scheduler::sweep_inter_island(topo, model, constraints, parse_list(sweep));
+          planner::sweep_inter_island(topo, model, constraints, parse_list(sweep));
       fmt::print("# tokens/s per GPU vs the inter-island link ({}), {} on {} GPUs\n",
                  topo.inter_island_link, model.name, topo.total_gpus());
       fmt::print("{:>12} {:>6} {:>14} {:>14} {:>8}\n", "Gbit/s", "tp x pp", "holmes", "naive",
@@ -122,9 +122,9 @@ int main(int argc, char** argv) {
       }
       return 0;
     }
-    const scheduler::Plan plan = scheduler::make_plan(topo, model, constraints);
+    const planner::Plan plan = planner::make_plan(topo, model, constraints);
     if (json) {
-      std::cout << scheduler::plan_to_json(plan, topo).dump(2) << "\n";
+      std::cout << planner::plan_to_json(plan, topo).dump(2) << "\n";
       return 0;
     }
     fmt::print(

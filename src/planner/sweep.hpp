@@ -4,10 +4,10 @@
 
 #include <vector>
 
-#include "scheduler/model_spec.hpp"
+#include "planner/model_spec.hpp"
 #include "topology/topology.hpp"
 
-namespace holmes::scheduler {
+namespace holmes::planner {
 
 struct SweepPoint {
   double inter_island_gbit = 0;
@@ -26,4 +26,4 @@ std::vector<SweepPoint> sweep_inter_island(const topology::Topology& topo, const
                                            const PlanConstraints& constraints,
                                            const std::vector<double>& gbits);
 
-}  // namespace holmes::scheduler
+}  // namespace holmes::planner

@@ -7,7 +7,7 @@
 #include <string>
 #include <string_view>
 
-namespace holmes::scheduler {
+namespace holmes::planner {
 
 struct GpuModel {
   std::string name;
@@ -27,4 +27,4 @@ struct GpuModel {
 // names give A100 with `known` false so the caller can warn.
 GpuModel gpu_preset(std::string_view name, bool* known = nullptr);
 
-}  // namespace holmes::scheduler
+}  // namespace holmes::planner

@@ -1,4 +1,4 @@
-#include "scheduler/model_spec.hpp"
+#include "planner/model_spec.hpp"
 
 #include <yaml-cpp/yaml.h>
 
@@ -8,7 +8,7 @@
 
 #include "core/status.hpp"
 
-namespace holmes::scheduler {
+namespace holmes::planner {
 namespace {
 
 // The paper's models (Table of experiments in ../shared/PAPER.md) and a tiny one that the
@@ -185,4 +185,4 @@ ModelSpec load_model(const std::string& spec) {
   return parse_model_yaml(text.str(), spec);
 }
 
-}  // namespace holmes::scheduler
+}  // namespace holmes::planner

@@ -12,7 +12,7 @@
 
 #include "topology/topology.hpp"
 
-namespace holmes::scheduler {
+namespace holmes::planner {
 
 struct LinkFit {
   double gbit_per_s = 0;
@@ -34,4 +34,4 @@ void write_calibration(const std::string& path, const std::string& link_class, c
 // Returns one line per class changed ("eth-25: 25 -> 9.4 Gbit/s, 30 -> 41 us").
 std::vector<std::string> apply_calibration(topology::Topology& topo, const std::string& path);
 
-}  // namespace holmes::scheduler
+}  // namespace holmes::planner

@@ -6,11 +6,11 @@
 
 #include <string>
 
-#include "scheduler/planner.hpp"
-#include "scheduler/replan.hpp"
+#include "planner/planner.hpp"
+#include "planner/replan.hpp"
 #include "topology/topology.hpp"
 
-namespace holmes::scheduler {
+namespace holmes::planner {
 
 nlohmann::json plan_to_json(const Plan& plan, const topology::Topology& topo);
 // The re-plan's own part: each new rank's old rank and the layers it fetches, from whom.
@@ -18,4 +18,4 @@ nlohmann::json replan_to_json(const Replan& replan);
 std::string plan_to_table(const Plan& plan, const topology::Topology& topo);
 std::string plan_to_dot(const Plan& plan, const topology::Topology& topo);
 
-}  // namespace holmes::scheduler
+}  // namespace holmes::planner

@@ -1,9 +1,9 @@
-#include "scheduler/sweep.hpp"
+#include "planner/sweep.hpp"
 
 #include "core/status.hpp"
-#include "scheduler/planner.hpp"
+#include "planner/planner.hpp"
 
-namespace holmes::scheduler {
+namespace holmes::planner {
 
 std::vector<SweepPoint> sweep_inter_island(const topology::Topology& topo, const ModelSpec& model,
                                            const PlanConstraints& constraints,
@@ -22,4 +22,4 @@ std::vector<SweepPoint> sweep_inter_island(const topology::Topology& topo, const
   return out;
 }
 
-}  // namespace holmes::scheduler
+}  // namespace holmes::planner

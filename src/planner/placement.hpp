@@ -8,10 +8,10 @@
 #include <string>
 #include <vector>
 
-#include "scheduler/model_spec.hpp"
+#include "planner/model_spec.hpp"
 #include "topology/topology.hpp"
 
-namespace holmes::scheduler {
+namespace holmes::planner {
 
 // Which host each rank of the job runs on.
 struct JobLayout {
@@ -120,4 +120,4 @@ Placement holmes_placement(const topology::Topology& topo, const JobLayout& layo
 std::string holmes_infeasibility(const topology::Topology& topo, const JobLayout& layout, int tp,
                                  int pp);
 
-}  // namespace holmes::scheduler
+}  // namespace holmes::planner

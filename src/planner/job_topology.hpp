@@ -10,11 +10,11 @@
 #include <string>
 #include <vector>
 
-#include "scheduler/placement.hpp"
+#include "planner/placement.hpp"
 #include "topology/locality.hpp"
 #include "topology/topology.hpp"
 
-namespace holmes::scheduler {
+namespace holmes::planner {
 
 struct JobTopology {
   topology::Topology topology;
@@ -26,4 +26,4 @@ struct JobTopology {
 // disagree on its fabric.
 JobTopology job_topology(const std::vector<Locality>& ranks, const topology::Topology* file);
 
-}  // namespace holmes::scheduler
+}  // namespace holmes::planner

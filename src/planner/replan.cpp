@@ -1,11 +1,11 @@
-#include "scheduler/replan.hpp"
+#include "planner/replan.hpp"
 
 #include <algorithm>
 #include <optional>
 
 #include "core/status.hpp"
 
-namespace holmes::scheduler {
+namespace holmes::planner {
 namespace {
 
 struct Shape {
@@ -274,4 +274,4 @@ Replan replan(const Plan& old, const topology::Topology& topo, const JobLayout& 
   return out;
 }
 
-}  // namespace holmes::scheduler
+}  // namespace holmes::planner

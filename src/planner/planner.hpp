@@ -18,12 +18,12 @@
 #include <string>
 #include <vector>
 
-#include "scheduler/model_spec.hpp"
-#include "scheduler/placement.hpp"
-#include "scheduler/step_model.hpp"
+#include "planner/model_spec.hpp"
+#include "planner/placement.hpp"
+#include "planner/step_model.hpp"
 #include "topology/topology.hpp"
 
-namespace holmes::scheduler {
+namespace holmes::planner {
 
 struct Plan {
   ModelSpec model;
@@ -51,4 +51,4 @@ inline Plan make_plan(const topology::Topology& topo, const ModelSpec& model,
 // The layer split that minimises the predicted step under `step_model` (every stage >= 1).
 std::vector<int> partition_layers(const StepModel& step_model, int stages);
 
-}  // namespace holmes::scheduler
+}  // namespace holmes::planner

@@ -1,4 +1,4 @@
-#include "scheduler/step_model.hpp"
+#include "planner/step_model.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -7,7 +7,7 @@
 #include "collectives/tuning.hpp"
 #include "core/status.hpp"
 
-namespace holmes::scheduler {
+namespace holmes::planner {
 namespace {
 
 // The runtime's cost model with a GPU's numbers: reductions run at device-memory speed and
@@ -292,4 +292,4 @@ double StepModel::step_seconds(const std::vector<int>& layers) const {
   return predict(layers).step_s;
 }
 
-}  // namespace holmes::scheduler
+}  // namespace holmes::planner

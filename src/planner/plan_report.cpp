@@ -1,11 +1,11 @@
-#include "scheduler/plan_report.hpp"
+#include "planner/plan_report.hpp"
 
 #include <fmt/format.h>
 
 #include <map>
 #include <set>
 
-namespace holmes::scheduler {
+namespace holmes::planner {
 namespace {
 
 using nlohmann::json;
@@ -219,4 +219,4 @@ std::string plan_to_dot(const Plan& plan, const Topology& topo) {
   return out;
 }
 
-}  // namespace holmes::scheduler
+}  // namespace holmes::planner

@@ -1,4 +1,4 @@
-#include "scheduler/calibration.hpp"
+#include "planner/calibration.hpp"
 
 #include <nlohmann/json.hpp>
 
@@ -9,7 +9,7 @@
 
 #include "core/status.hpp"
 
-namespace holmes::scheduler {
+namespace holmes::planner {
 
 LinkFit fit_link(const std::vector<std::pair<double, double>>& points) {
   std::set<double> sizes;
@@ -99,4 +99,4 @@ std::vector<std::string> apply_calibration(topology::Topology& topo, const std::
   return changes;
 }
 
-}  // namespace holmes::scheduler
+}  // namespace holmes::planner

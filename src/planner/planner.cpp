@@ -1,4 +1,4 @@
-#include "scheduler/planner.hpp"
+#include "planner/planner.hpp"
 
 #include <cmath>
 #include <limits>
@@ -6,7 +6,7 @@
 
 #include "core/status.hpp"
 
-namespace holmes::scheduler {
+namespace holmes::planner {
 namespace {
 
 using topology::Topology;
@@ -160,4 +160,4 @@ Plan make_plan(const Topology& topo, const JobLayout& layout, const ModelSpec& m
   return plan;
 }
 
-}  // namespace holmes::scheduler
+}  // namespace holmes::planner

@@ -21,12 +21,12 @@
 #include <string>
 #include <vector>
 
-#include "scheduler/gpu_model.hpp"
-#include "scheduler/model_spec.hpp"
-#include "scheduler/placement.hpp"
+#include "planner/gpu_model.hpp"
+#include "planner/model_spec.hpp"
+#include "planner/placement.hpp"
 #include "topology/topology.hpp"
 
-namespace holmes::scheduler {
+namespace holmes::planner {
 
 struct StageTime {
   // Per micro-batch, the schedule's inputs:
@@ -100,4 +100,4 @@ class StepModel {
   std::vector<double> p2p_to_next_;  // per stage: one micro-batch's send to stage s + 1
 };
 
-}  // namespace holmes::scheduler
+}  // namespace holmes::planner

@@ -8,7 +8,7 @@
 #include <string_view>
 #include <vector>
 
-namespace holmes::scheduler {
+namespace holmes::planner {
 
 struct ModelSpec {
   std::string name;
@@ -67,4 +67,4 @@ struct PlanConstraints {
   std::string schedule = "1f1b";
 };
 
-}  // namespace holmes::scheduler
+}  // namespace holmes::planner

@@ -1,11 +1,11 @@
-#include "scheduler/job_topology.hpp"
+#include "planner/job_topology.hpp"
 
 #include <map>
 
 #include "core/status.hpp"
 #include "topology/nominal_links.hpp"
 
-namespace holmes::scheduler {
+namespace holmes::planner {
 namespace {
 
 using topology::Fabric;
@@ -137,4 +137,4 @@ JobTopology job_topology(const std::vector<Locality>& ranks, const topology::Top
   return out;
 }
 
-}  // namespace holmes::scheduler
+}  // namespace holmes::planner

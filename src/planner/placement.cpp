@@ -1,11 +1,11 @@
-#include "scheduler/placement.hpp"
+#include "planner/placement.hpp"
 
 #include <algorithm>
 #include <set>
 
 #include "core/status.hpp"
 
-namespace holmes::scheduler {
+namespace holmes::planner {
 namespace {
 
 using topology::Fabric;
@@ -255,4 +255,4 @@ Placement holmes_placement(const Topology& topo, const JobLayout& layout, const 
   return p;
 }
 
-}  // namespace holmes::scheduler
+}  // namespace holmes::planner

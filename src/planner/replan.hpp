@@ -21,10 +21,10 @@
 #include <string>
 #include <vector>
 
-#include "scheduler/job_topology.hpp"
-#include "scheduler/planner.hpp"
+#include "planner/job_topology.hpp"
+#include "planner/planner.hpp"
 
-namespace holmes::scheduler {
+namespace holmes::planner {
 
 // Layers [first_layer, first_layer + layers) of one rank's TP shard come from `source` (a rank
 // of the new job that held that shard of those layers in the old plan), or from nowhere
@@ -60,4 +60,4 @@ JobTopology survivors_job(const topology::Topology& topo, const JobLayout& layou
 Replan replan(const Plan& old, const topology::Topology& topo, const JobLayout& layout,
               const std::vector<int>& survivors);
 
-}  // namespace holmes::scheduler
+}  // namespace holmes::planner

@@ -1,8 +1,8 @@
-#include "scheduler/gpu_model.hpp"
+#include "planner/gpu_model.hpp"
 
 #include <vector>
 
-namespace holmes::scheduler {
+namespace holmes::planner {
 
 GpuModel gpu_preset(std::string_view name, bool* known) {
   // Peak dense bf16 TFLOPS and memory from the vendors' data sheets. The curve (max efficiency,
@@ -25,4 +25,4 @@ GpuModel gpu_preset(std::string_view name, bool* known) {
   return presets.front();
 }
 
-}  // namespace holmes::scheduler
+}  // namespace holmes::planner
