@@ -93,8 +93,7 @@ ResolvedConfig resolve_config(const Config& config) {
     require(probe.good(), "topology file '{}' (HOLMES_TOPOLOGY) cannot be read", *out.topology);
   }
   // With a brought store there is no Holmes store to serve.
-  out.serve_store =
-      !out.kv_store && s.flag_if_given(Setting::kStoreServe).value_or(out.rank == 0);
+  out.serve_store = !out.kv_store && s.flag_if_given(Setting::kStoreServe).value_or(out.rank == 0);
   out.timeout = std::chrono::milliseconds(s.integer(Setting::kTimeoutMs));
   out.sockets_per_peer = static_cast<int>(s.integer(Setting::kSockets));
   out.local_addr = s.text_if_given(Setting::kAddr);

@@ -570,8 +570,8 @@ int main(int argc, char** argv) {
             points.push_back({double(row.size_bytes), row.time_us[0] / 1e6});
         }
         const auto fit = holmes::planner::fit_link(points);
-        holmes::planner::write_calibration(calibrate.substr(colon + 1),
-                                             calibrate.substr(0, colon), fit, n);
+        holmes::planner::write_calibration(calibrate.substr(colon + 1), calibrate.substr(0, colon),
+                                           fit, n);
         fmt::print("# calibrated link class {}: {:.3f} Gbit/s, {:.1f} us ({} points) -> {}\n",
                    calibrate.substr(0, colon), fit.gbit_per_s, fit.latency_us, fit.points,
                    calibrate.substr(colon + 1));

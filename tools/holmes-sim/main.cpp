@@ -97,8 +97,7 @@ int main(int argc, char** argv) {
     }
     const planner::ModelSpec model = planner::load_model(model_spec);
     if (!sweep.empty()) {
-      const auto points =
-          planner::sweep_inter_island(topo, model, constraints, parse_list(sweep));
+      const auto points = planner::sweep_inter_island(topo, model, constraints, parse_list(sweep));
       fmt::print("# tokens/s per GPU vs the inter-island link ({}), {} on {} GPUs\n",
                  topo.inter_island_link, model.name, topo.total_gpus());
       fmt::print("{:>12} {:>6} {:>14} {:>14} {:>8}\n", "Gbit/s", "tp x pp", "holmes", "naive",
