@@ -275,6 +275,27 @@ HM_API hm_status_t hm_comm_destroy(hm_comm_t comm);
  * HM_ERR_ABORTED) and closes its connections. The handle must still be destroyed. */
 HM_API hm_status_t hm_comm_abort(hm_comm_t comm);
 
+/* Like hm_comm_abort, and the other ranks hear of it: each of them marks comm revoked as soon as
+ * the notice arrives, so their in-flight and later operations on comm end with HM_ERR_ABORTED
+ * too instead of waiting for the timeout. Never blocks; safe from any thread. The handle stays
+ * valid for hm_comm_shrink and must still be destroyed. */
+HM_API hm_status_t hm_comm_revoke(hm_comm_t comm);
+
+/* hm_comm_shrink flags. HM_SHRINK_FAILED: the survivors first agree on which ranks failed
+ * (every survivor ends with the same set, whenever it noticed the failure, even when another
+ * rank dies during the agreement) and leave those out besides `exclude`; comm is revoked first.
+ * Without it, every rank not in `exclude` must pass the same list (else HM_ERR_MISMATCH). */
+#define HM_SHRINK_DEFAULT 0
+#define HM_SHRINK_FAILED 1
+
+/* Collective over the ranks of comm that remain: builds *newcomm from them, in comm's rank order,
+ * through the store comm was created with (the job's store must outlive the lost ranks: run it
+ * outside rank 0, HOLMES_STORE_SERVE, when rank 0 may be lost). Bounded by a few timeouts. A rank
+ * that was left out (in `exclude`, or agreed failed: a frozen rank that wakes) gets
+ * HM_ERR_ABORTED and *newcomm = NULL. exclude may be NULL when n_exclude is 0. */
+HM_API hm_status_t hm_comm_shrink(hm_comm_t comm, const int* exclude, int n_exclude, int flags,
+                                  hm_comm_t* newcomm);
+
 /* The first error of the communicator, seen by any call or by a nonblocking operation;
  * HM_SUCCESS in *async_error while it is healthy. */
 HM_API hm_status_t hm_comm_get_async_error(hm_comm_t comm, hm_status_t* async_error);

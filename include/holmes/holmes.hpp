@@ -170,6 +170,12 @@ class HM_API Communicator {
   Communicator split(int color, int key) const;
   // Never blocks: wakes every thread blocked on this communicator with HM_ERR_ABORTED.
   void abort() noexcept;
+  // abort(), and the other ranks hear of it: their operations on it end with HM_ERR_ABORTED.
+  void revoke() noexcept;
+  // Collective over the ranks that remain (hm_comm_shrink): a communicator without `exclude`
+  // (and, with HM_SHRINK_FAILED, without the ranks the survivors agree have failed), in this
+  // communicator's rank order. A rank left out gets holmes::Error HM_ERR_ABORTED.
+  Communicator shrink(std::span<const int> exclude, int flags = HM_SHRINK_DEFAULT) const;
   // HM_SUCCESS while healthy, else the first error this communicator saw.
   hm_status_t async_error() const noexcept;
   std::chrono::milliseconds timeout() const;

@@ -64,6 +64,7 @@ std::string Rendezvous::default_listen_address() const { return listen_address_;
 
 template <typename F>
 auto Rendezvous::guarded(const char* what, const std::string& key, F&& call) {
+  const std::lock_guard lock(*mutex_);
   // The Holmes store's client already names the key and the store in its errors.
   if (!brought_) return call();
   try {

@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -32,6 +33,8 @@ class Rendezvous {
   // Waits until the key is set; HM_ERR_TIMEOUT naming it at the deadline.
   std::string get(const std::string& key, const Deadline& deadline);
   std::int64_t add(const std::string& key, std::int64_t delta);
+  // Whether a counter (add) is above zero, without waiting.
+  bool counted(const std::string& key) { return add(key, 0) > 0; }
 
   // The address peers should reach this rank at when nothing names one: the local end of the
   // connection to the Holmes store; with a brought store, the address that routes to the hint,
@@ -45,6 +48,9 @@ class Rendezvous {
   auto guarded(const char* what, const std::string& key, F&& call);
 
   std::shared_ptr<KeyValueStore> store_;
+  // Communicators of one job share their world's store (hm_comm_shrink meets through it), and a
+  // store client is one connection: one request at a time.
+  std::shared_ptr<std::mutex> mutex_ = std::make_shared<std::mutex>();
   bool brought_;
   std::string name_;  // "the Holmes store at host:port" or "the store the caller brought"
   std::string listen_address_;

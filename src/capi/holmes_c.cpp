@@ -255,6 +255,25 @@ hm_status_t hm_comm_abort(hm_comm_t comm) {
   return guarded("hm_comm_abort", [&] { comm_of(comm).abort(); });
 }
 
+hm_status_t hm_comm_revoke(hm_comm_t comm) {
+  return guarded("hm_comm_revoke", [&] { comm_of(comm).revoke(); });
+}
+
+hm_status_t hm_comm_shrink(hm_comm_t comm, const int* exclude, int n_exclude, int flags,
+                           hm_comm_t* newcomm) {
+  return guarded("hm_comm_shrink", [&] {
+    require_out(newcomm, "newcomm");
+    *newcomm = nullptr;
+    holmes::require(n_exclude >= 0, "n_exclude is negative ({})", n_exclude);
+    holmes::require(exclude != nullptr || n_exclude == 0, "exclude is NULL with n_exclude {}",
+                    n_exclude);
+    holmes::require(flags == HM_SHRINK_DEFAULT || flags == HM_SHRINK_FAILED,
+                    "unknown flags {} (valid: HM_SHRINK_DEFAULT, HM_SHRINK_FAILED)", flags);
+    const std::span<const int> excluded(exclude, static_cast<std::size_t>(n_exclude));
+    *newcomm = new hm_comm(comm_of(comm).shrink(excluded, flags));
+  });
+}
+
 hm_status_t hm_comm_get_async_error(hm_comm_t comm, hm_status_t* async_error) {
   return guarded("hm_comm_get_async_error", [&] {
     require_out(async_error, "async_error");

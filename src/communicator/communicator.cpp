@@ -109,6 +109,14 @@ void Communicator::abort() noexcept {
   if (impl_) impl_->abort();
 }
 
+void Communicator::revoke() noexcept {
+  if (impl_) impl_->revoke();
+}
+
+Communicator Communicator::shrink(std::span<const int> exclude, int flags) const {
+  return Communicator(impl().shrink(exclude, flags));
+}
+
 hm_status_t Communicator::async_error() const noexcept {
   return impl_ ? impl_->async_error() : HM_ERR_INVALID_ARGUMENT;
 }

@@ -39,6 +39,10 @@ constexpr std::size_t kCallerDriveMaxBytes = std::size_t{1} << 20;
 // condition variable: while it drives, that holds the tcp io thread parked for up to its lease
 // (1 ms) per wait, so only small device calls drive.
 constexpr std::size_t kDeviceCallerDriveMaxBytes = std::size_t{64} << 10;
+// How long a call that lost a peer waits for that peer's revocation notice (settle): the notice
+// travels on the tcp control plane and can land a little after the shm endpoint's close, as
+// the tcp transport's own notice grace (kNoticeGrace) allows for a reset connection.
+constexpr std::chrono::milliseconds kRevocationGrace{50};
 
 // The sequence number of the next point-to-point message with `peer` and `tag`, counted on.
 std::uint64_t next_p2p(std::vector<std::uint64_t>& untagged,
@@ -69,8 +73,9 @@ CommunicatorImpl::CommunicatorImpl(Params params)
       cost_model_(params.facts.cost_model),
       measured_(std::move(params.measured)),
       declared_(std::move(params.declared)),
-      forced_(params.facts.forced),
       settings_(std::move(params.settings)),
+      forced_(params.facts.forced),
+      store_(std::move(params.store)),
       sent_to_(static_cast<std::size_t>(size_), 0),
       received_from_(static_cast<std::size_t>(size_), 0) {
   cost_model_.chunk_bytes = static_cast<double>(chunk_bytes_);
@@ -79,6 +84,11 @@ CommunicatorImpl::CommunicatorImpl(Params params)
                              Locality{"host", "island", "ethernet"});
   }
   adopt_measurements();
+  // Unset in close(), before any member the observer touches is gone.
+  transport_->set_failure_observer(
+      [this](int peer, hm_status_t status, const std::string& message) {
+        on_peer_failure(peer, status, message);
+      });
 }
 
 void CommunicatorImpl::adopt_measurements() {
@@ -198,9 +208,11 @@ std::shared_ptr<CommunicatorImpl> CommunicatorImpl::create_world(const ResolvedC
   const Deadline deadline = Deadline::after(config.timeout);
   std::optional<std::string> route_hint;
   if (!config.store.host.empty()) route_hint = config.store.host;
-  Rendezvous store = config.kv_store ? Rendezvous::brought(config.kv_store, route_hint)
-                                     : Rendezvous::connect(config.store.host, config.store.port,
-                                                           config.token, deadline);
+  auto shared_store = std::make_shared<Rendezvous>(
+      config.kv_store
+          ? Rendezvous::brought(config.kv_store, route_hint)
+          : Rendezvous::connect(config.store.host, config.store.port, config.token, deadline));
+  Rendezvous& store = *shared_store;
   // Ranks may create several worlds over one store (tests, restarts); the n-th init of every
   // rank meets the n-th init of the others.
   const auto generation = store.add(fmt::format("holmes/rank{}/inits", config.rank), 1);
@@ -286,6 +298,7 @@ std::shared_ptr<CommunicatorImpl> CommunicatorImpl::create_world(const ResolvedC
   params.facts = std::move(facts);
   params.declared = std::move(declared);
   params.settings = config.settings;
+  params.store = std::move(shared_store);
   auto comm = std::make_shared<CommunicatorImpl>(std::move(params));
   if (comm->cost_model_.probe) comm->calibrate();
   return comm;
@@ -387,6 +400,7 @@ std::shared_ptr<CommunicatorImpl> CommunicatorImpl::split(int color, int key) {
   params.measured = measured_;
   params.declared = std::move(links.costs);
   params.settings = settings_;
+  params.store = store_;
   return std::make_shared<CommunicatorImpl>(std::move(params));
 }
 
@@ -457,7 +471,7 @@ StagingPool& CommunicatorImpl::staging(DeviceMemory& device) {
 void CommunicatorImpl::check_usable() const {
   std::lock_guard lock(state_mutex_);
   if (closed_) fail(HM_ERR_ABORTED, "the communicator was destroyed");
-  if (error_ == HM_ERR_ABORTED) fail(HM_ERR_ABORTED, "the communicator was aborted");
+  if (error_ == HM_ERR_ABORTED) fail(HM_ERR_ABORTED, "the communicator was {}", error_message_);
   if (error_ != HM_SUCCESS) fail(error_, "the communicator failed earlier: {}", error_message_);
 }
 
@@ -516,9 +530,10 @@ void CommunicatorImpl::execute(const CollectiveCall& call, std::uint64_t sequenc
   }
   try {
     entry->run(ctx, hierarchy_, cost_model_, call);
-  } catch (const Error& e) {
+  } catch (const Error& failure) {
+    const Error e = settle(failure);
     poison(e.status(), e.what());
-    throw;
+    throw e;
   } catch (const std::bad_alloc&) {
     poison(HM_ERR_OUT_OF_MEMORY, "out of memory");
     throw Error(HM_ERR_OUT_OF_MEMORY,
@@ -642,9 +657,10 @@ void CommunicatorImpl::wait(RequestImpl& r) {
     fail(HM_ERR_TIMEOUT, "{}", message);
   }
   if (r.request->status() != HM_SUCCESS) {
-    const auto message = fmt::format("{} on rank {}: {}", r.what, rank_, r.request->message());
-    poison(r.request->status(), message);
-    throw Error(r.request->status(), message);
+    const Error e = settle(Error(r.request->status(), fmt::format("{} on rank {}: {}", r.what,
+                                                                  rank_, r.request->message())));
+    poison(e.status(), e.what());
+    throw e;
   }
   if (r.finish) {
     auto finish = std::move(r.finish);
@@ -664,11 +680,49 @@ void CommunicatorImpl::abort() noexcept {
     std::lock_guard lock(state_mutex_);
     if (error_ == HM_SUCCESS) {
       error_ = HM_ERR_ABORTED;
-      error_message_ = "hm_comm_abort was called";
+      error_message_ = "aborted (hm_comm_abort was called)";
     }
   }
   transport_->shutdown(HM_ERR_ABORTED, fmt::format("rank {}: hm_comm_abort was called", rank_),
                        ShutdownWait::kReturnAtOnce);
+}
+
+void CommunicatorImpl::revoke() noexcept {
+  revoke_because(fmt::format("rank {} called hm_comm_revoke", rank_));
+}
+
+void CommunicatorImpl::revoke_because(const std::string& why) noexcept {
+  {
+    std::lock_guard lock(state_mutex_);
+    if (closed_) return;
+    if (error_ != HM_ERR_ABORTED) {
+      // A revocation overrides an earlier failure: the caller revokes to start recovering, and
+      // every later call should say so.
+      error_ = HM_ERR_ABORTED;
+      error_message_ = "revoked (" + why + ")";
+    }
+  }
+  revoked_.notify_all();
+  transport_->revoke(why);
+}
+
+Error CommunicatorImpl::settle(const Error& error) {
+  if (error.status() != HM_ERR_PEER_FAILED) return error;
+  std::unique_lock lock(state_mutex_);
+  if (!revoked_.wait_for(lock, kRevocationGrace, [&] { return error_ == HM_ERR_ABORTED; })) {
+    return error;
+  }
+  return Error(HM_ERR_ABORTED, fmt::format("the communicator was {}", error_message_));
+}
+
+void CommunicatorImpl::on_peer_failure(int peer, hm_status_t status,
+                                       const std::string& message) noexcept {
+  if (status == HM_ERR_ABORTED) {
+    revoke_because(message);
+    return;
+  }
+  std::lock_guard lock(state_mutex_);
+  suspects_.insert(peer);
 }
 
 void CommunicatorImpl::close() noexcept {
@@ -678,6 +732,7 @@ void CommunicatorImpl::close() noexcept {
     closed_ = true;
   }
   if (transport_) {
+    transport_->set_failure_observer(nullptr);
     transport_->shutdown(HM_ERR_ABORTED, "the communicator was destroyed",
                          ShutdownWait::kUntilReleased);
   }

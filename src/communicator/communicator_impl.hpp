@@ -9,12 +9,15 @@
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -32,6 +35,10 @@
 #include "topology/locality.hpp"
 #include "transports/options.hpp"
 #include "transports/router.hpp"
+
+namespace holmes {
+class Rendezvous;
+}
 
 namespace holmes::detail {
 
@@ -70,6 +77,9 @@ class CommunicatorImpl : public std::enable_shared_from_this<CommunicatorImpl> {
     TierCosts declared;
     // The settings it was configured with (a split's: its parent's).
     Settings settings;
+    // The store the world met through, shared by every communicator made from it (shrink
+    // meets through it); nullptr in tests that build a communicator by hand.
+    std::shared_ptr<Rendezvous> store;
   };
 
   explicit CommunicatorImpl(Params params);
@@ -79,6 +89,10 @@ class CommunicatorImpl : public std::enable_shared_from_this<CommunicatorImpl> {
   static std::shared_ptr<CommunicatorImpl> create_world(const ResolvedConfig& config);
   // Collective over this communicator; nullptr for HM_COLOR_UNDEFINED.
   std::shared_ptr<CommunicatorImpl> split(int color, int key);
+  // Collective over the ranks that remain (shrink.cpp): a communicator without `exclude` (and,
+  // with HM_SHRINK_FAILED, without the ranks the survivors agree failed), in this one's rank
+  // order. A rank left out gets HM_ERR_ABORTED.
+  std::shared_ptr<CommunicatorImpl> shrink(std::span<const int> exclude, int flags);
 
   // The transport to `peer` and why it was chosen; its link, e.g. "tcp 10.0.0.2:4000 x2".
   Route peer_route(int peer) const;
@@ -105,6 +119,8 @@ class CommunicatorImpl : public std::enable_shared_from_this<CommunicatorImpl> {
   bool test(RequestImpl& request);
 
   void abort() noexcept;
+  // abort(), telling every peer (Router::revoke): theirs is revoked as their notice arrives.
+  void revoke() noexcept;
   // Closes every connection and stops the worker; in-flight operations end HM_ERR_ABORTED.
   void close() noexcept;
   hm_status_t async_error() const;
@@ -139,6 +155,19 @@ class CommunicatorImpl : public std::enable_shared_from_this<CommunicatorImpl> {
   void check_usable() const;
   // Records the first failure and closes the transport so no buffer is touched afterwards.
   void poison(hm_status_t status, const std::string& message) noexcept;
+  // A peer's failure may be its revocation seen early (its shm endpoint closed before its tcp
+  // notice arrived): waits briefly for the notice and returns the error to report, the
+  // revocation's when it came.
+  Error settle(const Error& error);
+  // Marks the communicator revoked with `why` and tells the peers; never blocks.
+  void revoke_because(const std::string& why) noexcept;
+  // The router's report of a failed peer (io thread): a revocation revokes this communicator
+  // too; any other failure makes the peer a suspect for shrink.
+  void on_peer_failure(int peer, hm_status_t status, const std::string& message) noexcept;
+  // The communicator of `members` (ranks of this one, ascending), wired through the store under
+  // `prefix`; `missing` receives the members that did not take part in time.
+  std::shared_ptr<CommunicatorImpl> wire_shrunk(const std::vector<int>& members,
+                                                const std::string& prefix, std::set<int>& missing);
 
   int rank_;
   int size_;
@@ -160,6 +189,8 @@ class CommunicatorImpl : public std::enable_shared_from_this<CommunicatorImpl> {
 
   std::uint64_t next_sequence_ = 0;  // collectives issued so far (same on every rank)
   std::uint64_t splits_ = 0;
+  std::uint64_t shrinks_ = 0;
+  std::shared_ptr<Rendezvous> store_;
   // Point-to-point messages so far per peer and tag: tag 0 (the common case) in a vector, the
   // others in maps.
   std::vector<std::uint64_t> sent_to_;
@@ -171,6 +202,8 @@ class CommunicatorImpl : public std::enable_shared_from_this<CommunicatorImpl> {
   hm_status_t error_ = HM_SUCCESS;
   std::string error_message_;
   bool closed_ = false;
+  std::set<int> suspects_;  // peers the router reported failed (not revoked)
+  std::condition_variable revoked_;  // error_ became HM_ERR_ABORTED
   std::atomic<std::uint64_t> progress_{0};
   ScratchSpace scratch_;                  // reused by every collective (they run one at a time)
   std::unique_ptr<StagingPool> staging_;  // pinned slots for device buffers, made on first use

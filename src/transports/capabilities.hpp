@@ -11,6 +11,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <span>
+#include <string>
 
 #include "core/completion.hpp"
 #include "transports/combine.hpp"
@@ -65,6 +66,16 @@ class SharedBoardAccess {
   // nothing if it has finished. For the receive a board wait posts so that the matcher knows
   // this rank's call in its slot (collectives/shared_memory.cpp).
   virtual void cancel_receive(int peer, std::uint64_t tag) = 0;
+};
+
+// A transport that can tell its peers it is being revoked (tcp's notices, frame.hpp): shuts down
+// like shutdown(HM_ERR_ABORTED, why, kReturnAtOnce), after a notice to every connected peer, whose
+// transport then fails this rank's traffic with HM_ERR_ABORTED (not HM_ERR_PEER_FAILED: the rank
+// is alive). Never blocks.
+class PeerRevocation {
+ public:
+  virtual ~PeerRevocation() = default;
+  virtual void revoke(const std::string& why) = 0;
 };
 
 // `transport` as `Capability`, or nullptr when it does not have it.

@@ -64,6 +64,7 @@ Router::Router(int rank, std::vector<std::unique_ptr<Transport>> transports,
     if (kind != TransportKind::kTcp) {
       transports_[static_cast<std::size_t>(kind)]->fail_peer(peer, status, message);
     }
+    if (observer_) observer_(peer, status, message);
   });
   for (std::size_t k = 0; k < transports_.size(); ++k) {
     if (transports_[k]) transports_[k]->set_peers(rank_, addresses.at(k));
@@ -141,6 +142,26 @@ void Router::shutdown(hm_status_t status, const std::string& why, ShutdownWait w
   for (std::size_t k = transports_.size(); k-- > 0;) {
     if (transports_[k]) transports_[k]->shutdown(status, why, wait);
   }
+}
+
+void Router::revoke(const std::string& why) {
+  // The notices through the control plane first, which reaches every peer: a peer should hear
+  // "revoked" before it sees this rank's data transports close (which it would take for a
+  // failure). Then the shaper and the data transports as on any shutdown.
+  for (const auto& t : transports_) {
+    if (auto* revocation = t ? capability<PeerRevocation>(*t) : nullptr) revocation->revoke(why);
+  }
+  if (shaper_) shaper_->shutdown(HM_ERR_ABORTED, why, ShutdownWait::kReturnAtOnce);
+  for (std::size_t k = transports_.size(); k-- > 0;) {
+    if (transports_[k] && capability<PeerRevocation>(*transports_[k]) == nullptr) {
+      transports_[k]->shutdown(HM_ERR_ABORTED, why, ShutdownWait::kReturnAtOnce);
+    }
+  }
+}
+
+void Router::set_failure_observer(Transport::PeerFailureListener observer) {
+  const std::lock_guard lock(listener_mutex_);
+  observer_ = std::move(observer);
 }
 
 const Router::Carrier* Router::sole_carrier() const {

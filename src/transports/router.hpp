@@ -57,6 +57,13 @@ class Router final : public CallerDrive {
   // one transport and it has one (shm), and no link is shaped; nullptr otherwise.
   SharedBoard* shared_board();
   void shutdown(hm_status_t status, const std::string& why, ShutdownWait wait);
+  // shutdown(HM_ERR_ABORTED, why, kReturnAtOnce), telling every peer through the control plane
+  // (PeerRevocation): their routers report this rank with HM_ERR_ABORTED. Never blocks.
+  void revoke(const std::string& why);
+  // Told of every peer the control plane reports failed (HM_ERR_PEER_FAILED: gone or broken;
+  // HM_ERR_ABORTED: it revoked), on the control plane's io thread, after that peer's traffic
+  // was failed everywhere: it must not block. Set before traffic; nullptr stops the reports.
+  void set_failure_observer(Transport::PeerFailureListener observer);
   LinkProperties link(int peer) const;
   void fail_peer(int peer, hm_status_t status, const std::string& message);
 
@@ -105,6 +112,7 @@ class Router final : public CallerDrive {
   // is after the data transports and the shaper: once closing_ is set, reports are dropped.
   std::mutex listener_mutex_;
   bool closing_ = false;
+  Transport::PeerFailureListener observer_;  // guarded by listener_mutex_
 };
 
 }  // namespace holmes

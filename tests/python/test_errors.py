@@ -190,3 +190,47 @@ def test_missing_library_is_named():
                             text=True, timeout=60, check=True)
     assert "missing: libholmes.so not found; tried: /nonexistent/libholmes.so" in result.stdout
     assert "HOLMES_LIBRARY" in result.stdout
+
+
+def test_revoke_reaches_a_blocked_peer_and_shrink_keeps_every_rank(world):
+    if world.size < 2:
+        return
+    with holmes.init(timeout_ms=15000) as comm:
+        start = time.monotonic()
+        if comm.rank == 0:
+            time.sleep(0.2)  # the others are blocked in the allreduce by then
+            comm.revoke()
+        else:
+            with pytest.raises(holmes.AbortedError, match="revoked"):
+                comm.allreduce(np.ones(8, dtype=np.float32))
+            # The revocation, not the 15 s timeout, ended the call.
+            assert time.monotonic() - start < 5, time.monotonic() - start
+        assert comm.async_error() == holmes.Status.ERR_ABORTED
+        # Nobody failed: agreeing on the failed ranks keeps them all, in order.
+        with comm.shrink(failed=True) as again:
+            assert (again.size, again.rank) == (comm.size, comm.rank)
+            total = again.allreduce(np.full(4, comm.rank + 1, dtype=np.int64))
+            assert total.tolist() == [comm.size * (comm.size + 1) // 2] * 4
+    world.barrier()
+
+
+def test_shrink_leaves_the_excluded_rank_out(world):
+    if world.size < 2:
+        return
+    with holmes.init(timeout_ms=15000) as comm:
+        last = comm.size - 1
+        with pytest.raises(TypeError, match="exclude must be an int"):
+            comm.shrink(exclude=["x"])
+        outcome = None
+        try:
+            if comm.rank == last:
+                with pytest.raises(holmes.AbortedError, match="exclude list"):
+                    comm.shrink(exclude=[last])
+            else:
+                with comm.shrink(exclude=[last]) as rest:
+                    got = rest.allgather(np.array([comm.rank], dtype=np.int32)).reshape(-1)
+                    outcome = (rest.size, rest.rank, got.tolist())
+        finally:
+            world.barrier()  # every rank is done with comm before any destroys it
+        if comm.rank != last:
+            assert outcome == (comm.size - 1, comm.rank, list(range(comm.size - 1)))

@@ -8,7 +8,9 @@
 // HOLMES_STORE_SERVE=0 and HOLMES_TOPOLOGY set, and prefixes every line they print with
 // "[rank K] ". SIGINT and SIGTERM are forwarded to every rank. When a rank fails (non-zero exit
 // or a signal) the others are stopped (SIGTERM, then SIGKILL after a grace period) and
-// holmes-run exits non-zero, naming the rank. With --torch the ranks also get torchrun's variables
+// holmes-run exits non-zero, naming the rank. With --elastic a rank killed by a signal is lost,
+// not a failure: the others go on (they shrink their communicators, hm_comm_shrink) and the job
+// succeeds when every rank that was not lost exits 0. With --torch the ranks also get torchrun's variables
 // (RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT: a free port for
 // torch's own store, which rank 0 serves), so torch.distributed scripts start as under torchrun
 // (Debian's torchrun fails under Python 3.11).
@@ -174,6 +176,9 @@ int main(int argc, char** argv) {
   app.add_option("--timeout", timeout_s, "stop the job after this many seconds (0: never)");
   app.add_option("--grace", grace_s, "seconds between SIGTERM and SIGKILL when stopping ranks");
   app.add_option("--host", host, "address the store listens on");
+  bool elastic = false;
+  app.add_flag("--elastic", elastic,
+               "a rank killed by a signal is lost, not a failure: the others go on (they shrink)");
   bool torch_env = false;
   app.add_flag("--torch", torch_env,
                "also set torchrun's RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR "
@@ -323,6 +328,7 @@ int main(int argc, char** argv) {
   bool interrupted = false;
   bool timed_out = false;
   int running = nranks;
+  int lost = 0;  // --elastic: ranks killed by a signal
   auto stop_others = [&](const char* why) {
     if (kill_at) return;
     if (why != nullptr) fmt::print(stderr, "holmes-run: {}; stopping the other ranks\n", why);
@@ -380,6 +386,12 @@ int main(int argc, char** argv) {
         r.running = false;
         --running;
         r.how = describe_exit(status, r.exit_code);
+        if (elastic && WIFSIGNALED(status) && !interrupted && !kill_at) {
+          fmt::print(stderr, "holmes-run: rank {} {}: lost (--elastic: the others go on)\n",
+                     r.index, r.how);
+          ++lost;
+          continue;
+        }
         if (r.exit_code != 0 && first_failure < 0 && !interrupted && !kill_at) {
           first_failure = r.index;
           stop_others(fmt::format("rank {} {}", r.index, r.how).c_str());
@@ -408,6 +420,10 @@ int main(int argc, char** argv) {
   if (interrupted) {
     fmt::print(stderr, "holmes-run: job stopped\n");
     return timed_out ? 124 : 130;
+  }
+  if (lost == nranks) {
+    fmt::print(stderr, "holmes-run: every rank was lost\n");
+    return 1;
   }
   return 0;
 }

@@ -24,6 +24,8 @@ import pathlib
 HEADER_VERSION_CODE = 100
 
 HM_COLOR_UNDEFINED = -1
+HM_SHRINK_DEFAULT = 0
+HM_SHRINK_FAILED = 1
 
 
 class LibraryNotFoundError(OSError):
@@ -140,6 +142,8 @@ _PROTOTYPES = {
     "hm_comm_split": (_status, [_comm, _int, _int, _P(_comm)]),
     "hm_comm_destroy": (_status, [_comm]),
     "hm_comm_abort": (_status, [_comm]),
+    "hm_comm_revoke": (_status, [_comm]),
+    "hm_comm_shrink": (_status, [_comm, _P(_int), _int, _int, _P(_comm)]),
     "hm_comm_get_async_error": (_status, [_comm, _P(_status)]),
     "hm_allreduce": (_status, [_comm, _ptr, _ptr, _size, _enum, _enum]),
     "hm_reduce_scatter": (_status, [_comm, _ptr, _ptr, _size, _enum, _enum]),

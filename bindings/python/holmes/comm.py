@@ -178,6 +178,24 @@ class Comm:
         does every later call. The communicator must still be destroyed."""
         check(_lib.lib().hm_comm_abort(self._handle))
 
+    def revoke(self):
+        """Like abort(), and the other ranks hear of it: their calls on this communicator raise
+        AbortedError at once instead of waiting for the timeout. Never blocks."""
+        check(_lib.lib().hm_comm_revoke(self._handle))
+
+    def shrink(self, exclude=(), failed=False):
+        """Collective over the ranks that remain: a new communicator without the ranks in
+        `exclude` and, with failed=True, without the ranks the survivors agree have failed (this
+        communicator is revoked first), in this communicator's rank order. A rank left out
+        raises AbortedError."""
+        ranks = [_int_arg("exclude", r) for r in exclude]
+        array = (ctypes.c_int * max(len(ranks), 1))(*ranks)
+        flags = _lib.HM_SHRINK_FAILED if failed else _lib.HM_SHRINK_DEFAULT
+        out = ctypes.c_void_p()
+        check(_lib.lib().hm_comm_shrink(self._handle, array, len(ranks), flags,
+                                        ctypes.byref(out)))
+        return Comm(out)
+
     def async_error(self):
         """The communicator's first error as a Status; Status.SUCCESS (falsy) while healthy."""
         status = ctypes.c_int(0)

@@ -14,8 +14,10 @@ void TcpTransport::shutdown(hm_status_t status, const std::string& why, Shutdown
   // The io thread runs from now on: this thread may be a caller that drives and is about to
   // block below.
   engine_.turns().close();
-  asio::post(io_, [this, status, why, done] {
-    do_shutdown(status, why);
+  // A failure (not a destroy or an abort) is worth telling the peers about.
+  const bool notify = status != HM_SUCCESS && status != HM_ERR_ABORTED;
+  asio::post(io_, [this, status, why, done, notify] {
+    do_shutdown(status, why, notify);
     done->set_value();
   });
   if (wait == ShutdownWait::kUntilReleased && !running_handlers()) {
@@ -23,6 +25,12 @@ void TcpTransport::shutdown(hm_status_t status, const std::string& why, Shutdown
     // io_context.
     finished.wait_for(std::chrono::seconds(30));
   }
+}
+
+void TcpTransport::revoke(const std::string& why) {
+  shutdown_requested_.store(true);
+  engine_.turns().close();
+  asio::post(io_, [this, why] { do_shutdown(HM_ERR_ABORTED, why, true); });
 }
 
 void TcpTransport::fail_peer(int peer, hm_status_t status, const std::string& message) {
@@ -149,12 +157,11 @@ void TcpTransport::send_notices(hm_status_t status, const std::string& why) {
   }
 }
 
-void TcpTransport::do_shutdown(hm_status_t status, const std::string& why) {
+void TcpTransport::do_shutdown(hm_status_t status, const std::string& why, bool notify) {
   if (!closed_.close(status, why)) return;
   error_code ignored;
   listener_.close();
-  // A failure (not a destroy or an abort) is worth telling the peers about.
-  if (status != HM_SUCCESS && status != HM_ERR_ABORTED) send_notices(status, why);
+  if (notify) send_notices(status, why);
   // Close every socket first: from here on no read can land in a caller's buffer.
   for (auto& p : peers_) {
     for (auto& link : p.out) {

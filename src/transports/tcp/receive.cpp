@@ -103,17 +103,22 @@ void TcpTransport::read_notice(const std::shared_ptr<InLink>& link, const FrameH
     return;
   }
   // Ranks that disagree about a call disagree for everyone in it: a mismatch stays a mismatch
-  // (a bug to fix, not a failure to restart from). Any other failure of the peer is one here.
-  const hm_status_t status = h.signature == HM_ERR_MISMATCH ? HM_ERR_MISMATCH : HM_ERR_PEER_FAILED;
+  // (a bug to fix, not a failure to restart from). A revocation (hm_comm_revoke) revokes the
+  // communicator here too. Any other failure of the peer is one here.
+  hm_status_t status = HM_ERR_PEER_FAILED;
+  if (h.signature == HM_ERR_MISMATCH || h.signature == HM_ERR_ABORTED) {
+    status = static_cast<hm_status_t>(h.signature);
+  }
   link->notice.assign(h.length, '\0');
   auto report = [this, link, status] {
     // Text from the network: printable ASCII only in our messages and logs.
     for (char& c : link->notice) {
       if (c < 0x20 || c > 0x7e) c = '?';
     }
+    const char* what =
+        status == HM_ERR_ABORTED ? "revoked the communicator" : "failed and closed its connections";
     fail_peer_now(link->peer, status,
-                  fmt::format("{} failed and closed its connections: {}", peer_name(link->peer),
-                              link->notice));
+                  fmt::format("{} {}: {}", peer_name(link->peer), what, link->notice));
   };
   if (read_rest(link, {asio::buffer(link->notice), asio::mutable_buffer()}, report)) report();
 }

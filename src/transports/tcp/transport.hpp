@@ -158,7 +158,10 @@ struct PeerState {
   PeerFailure failure;
 };
 
-class TcpTransport final : public Transport, public CombiningReceive, public CallerDrive {
+class TcpTransport final : public Transport,
+                           public CombiningReceive,
+                           public CallerDrive,
+                           public PeerRevocation {
  public:
   explicit TcpTransport(const TransportOptions& options);
   ~TcpTransport() override;
@@ -177,6 +180,7 @@ class TcpTransport final : public Transport, public CombiningReceive, public Cal
   CompletionPtr irecv_reduce(int peer, std::uint64_t tag, std::uint32_t signature,
                              std::span<std::byte> data, const ReceiveCombine& combine) override;
   void shutdown(hm_status_t status, const std::string& why, ShutdownWait wait) override;
+  void revoke(const std::string& why) override;
   LinkProperties link(int peer) const override;
   // A caller that drives a small collective (begin_caller_drive) polls the sockets itself and
   // yields the core between polls for a while before it sleeps (io_lease.hpp). Other waits sleep
@@ -254,7 +258,8 @@ class TcpTransport final : public Transport, public CombiningReceive, public Cal
   void fail_peer_now(int peer, hm_status_t status, const std::string& message);
   // fail_peer_now after kNoticeGrace, unless the peer has failed by then (its notice came).
   void fail_peer_after_notice_grace(int peer, const std::string& message);
-  void do_shutdown(hm_status_t status, const std::string& why);
+  // `notify`: send every connected peer a notice of `status` first (failures, revocations).
+  void do_shutdown(hm_status_t status, const std::string& why, bool notify);
   std::string context_for(int from, int to, int index, int count) const;
   std::string peer_name(int peer) const;
   void configure(tcp::socket& socket) const;
