@@ -14,7 +14,7 @@ FUZZ_BUILD ?= build-fuzz
 FUZZ_SECONDS ?= 60
 SOAK_SECONDS ?= 600
 
-.PHONY: all setup configure build test test-long test-faults demo sim-sweep install format clean \
+.PHONY: all setup configure build test test-long test-faults demo demo-elastic sim-sweep install format clean \
         test-asan test-tsan fuzz soak
 
 all: build
@@ -79,9 +79,16 @@ soak: build
 demo: build
 	@examples/trainer/demo.sh $(BUILD)
 
-# Fault injection 10 times in a row (make test runs each scenario twice).
+# Fault injection 10 times in a row (make test runs each scenario twice), and recovery (shrink
+# after a kill, a freeze, a revoke; the trainer's recovery run) 10 times in a row.
 test-faults: build
 	@tests/faults/faults_test.sh $(BUILD)/bin 10
+	@tests/faults/shrink_test.sh $(BUILD)/bin 10
+	@examples/trainer/demo_elastic.sh $(BUILD) 10
+
+# The example trainer loses a rank mid-step on the emulated two islands and recovers.
+demo-elastic: build
+	@examples/trainer/demo_elastic.sh $(BUILD)
 
 # holmes-sim's bandwidth sweep on the paper's setup: table, CSV and plot in docs/sim/.
 sim-sweep: build

@@ -28,6 +28,7 @@ class DenseLayer {
   // Parameters and their gradients as one flat range each: weights then biases.
   std::span<float> gradients() { return grads_; }
   std::span<const float> parameters() const { return params_; }
+  std::span<float> parameters() { return params_; }  // a recovery copies weights in
   int width() const { return width_; }
 
  private:

@@ -7,6 +7,17 @@
 //
 //   holmes-trainer --reference --losses-out ref.txt          one process, no Holmes
 //   holmes-run -n 8 -- holmes-trainer --compare-with ref.txt [--placement naive]
+//   holmes-run -n 8 --elastic -- holmes-trainer --compare-with ref.txt --kill-rank 5
+//       --kill-step 10 --kill-stamp /tmp/kill                   survive losing a rank
+//
+// With --kill-rank the rank kills itself (SIGKILL) in the middle of --kill-step, after its first
+// forward. The others fail their blocked calls, revoke their communicators (so none waits for
+// the timeout), shrink the world to the survivors (hm_comm_shrink, HM_SHRINK_FAILED), re-plan
+// the model on them (hm_plan_replan: the same global batch, more micro-batches per replica),
+// copy the weights of the layers they now hold from the survivors that held them
+// (hm_plan_get_layer_sources), and run the interrupted step again. No rank applied that step's
+// update (every data-parallel group has a member in the lost replica, which never reached its
+// allreduce), so the losses of every step still equal the single-process run's.
 //
 // The single-process reference runs the same samples in the same micro-batches, so both end
 // every step with the same loss up to float32 rounding (the data-parallel sum adds in another
@@ -20,6 +31,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <csignal>
 #include <cstdio>
 #include <fstream>
 #include <map>
@@ -49,6 +61,9 @@ struct Options {
   double tolerance = 1e-3;
   std::string summary_out;
   bool quiet = false;
+  int kill_rank = -1;  // this rank SIGKILLs itself in the middle of kill_step
+  int kill_step = -1;
+  std::string kill_stamp;  // where the victim writes the time of its death (ms since the epoch)
 };
 
 constexpr std::uint64_t kDataSeed = 11;
@@ -66,11 +81,26 @@ void make_sample(int width, std::uint64_t k, float* x, float* target) {
   }
 }
 
+// A failed Holmes call; a recovery starts from the failures a lost rank causes.
+struct CallFailed : std::runtime_error {
+  hm_status_t status;
+  CallFailed(hm_status_t s, const std::string& what) : std::runtime_error(what), status(s) {}
+  bool lost_a_rank() const {
+    return status == HM_ERR_PEER_FAILED || status == HM_ERR_TIMEOUT || status == HM_ERR_ABORTED;
+  }
+};
+
 void check(hm_status_t status, const char* what) {
   if (status != HM_SUCCESS) {
-    throw std::runtime_error(
-        fmt::format("{}: {} ({})", what, hm_last_error_message(), hm_status_string(status)));
+    throw CallFailed(status, fmt::format("{}: {} ({})", what, hm_last_error_message(),
+                                         hm_status_string(status)));
   }
+}
+
+double epoch_ms() {
+  return std::chrono::duration<double, std::milli>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
 }
 
 // The layers [first, first + count) of the model, and the activations of micro-batches in
@@ -177,16 +207,132 @@ double measure_tflops(const Options& o) {
   return passes * 6.0 * o.micro_batch * o.width * o.width / seconds / 1e12;
 }
 
-struct Comms {
-  hm_comm_t world = nullptr, pp = nullptr, dp = nullptr;
+// A plan, where this rank sits in it, and its pipeline and data-parallel communicators (none
+// for a spare: a survivor a re-plan leaves without a stage).
+struct Placement {
   hm_plan_t plan = nullptr;
-  ~Comms() {
+  hm_comm_t pp = nullptr, dp = nullptr;
+  hm_plan_rank_t me{};
+  Placement() = default;
+  Placement(const Placement&) = delete;
+  Placement& operator=(const Placement&) = delete;
+  ~Placement() {
     if (dp) hm_comm_destroy(dp);
     if (pp) hm_comm_destroy(pp);
     if (plan) hm_plan_destroy(plan);
+  }
+  bool spare() const { return me.stage < 0; }
+  // The first sample of micro-batch 0 of this rank's replica in a step: the replicas cut the
+  // global batch in order, the first (total % dp) taking one micro-batch more (hm_plan_replan).
+  std::uint64_t replica_offset(const Options& o) const {
+    const int total = o.global_batch / o.micro_batch;
+    const int base = total / me.dp_size, extra = total % me.dp_size;
+    return static_cast<std::uint64_t>(me.dp_rank * base + std::min(me.dp_rank, extra)) *
+           o.micro_batch;
+  }
+};
+
+// Takes the plan (which the Placement destroys) and makes its groups: collective over its world.
+std::unique_ptr<Placement> place(hm_plan_t plan) {
+  auto p = std::make_unique<Placement>();
+  p->plan = plan;
+  check(hm_plan_get_rank(plan, &p->me), "hm_plan_get_rank");
+  check(hm_plan_comm_create(plan, HM_GROUP_PIPELINE, &p->pp), "pipeline group");
+  check(hm_plan_comm_create(plan, HM_GROUP_DATA, &p->dp), "data group");
+  return p;
+}
+
+struct Comms {
+  hm_comm_t world = nullptr;
+  std::unique_ptr<Placement> placement;  // before the world goes: its communicators are splits
+  hm_plan_t plan_taken = nullptr;        // until place() takes it
+  ~Comms() {
+    if (!placement && plan_taken) hm_plan_destroy(plan_taken);
+    placement.reset();
     if (world) hm_comm_destroy(world);
   }
 };
+
+// 1F1B: warm-up forwards, then one forward and one backward in turn, then the backwards left.
+std::vector<std::pair<bool, int>> one_f_one_b(const hm_plan_rank_t& me) {
+  std::vector<std::pair<bool, int>> order;
+  const int m = me.micro_batches;
+  const int warmup = std::min(me.num_stages - me.stage - 1, m);
+  for (int i = 0; i < warmup; ++i) order.push_back({true, i});
+  for (int i = 0; i < m - warmup; ++i) {
+    order.push_back({true, warmup + i});
+    order.push_back({false, i});
+  }
+  for (int i = m - warmup; i < m; ++i) order.push_back({false, i});
+  return order;
+}
+
+// After a re-plan: the stage this rank now holds, its layers' weights copied from where they
+// are (this rank's old stage, or the survivor hm_plan_get_layer_sources names). Collective over
+// the new world.
+std::unique_ptr<Stage> restage(const Options& o, hm_comm_t world, const Placement& now,
+                               Stage* before) {
+  int size = 0, rank = 0;
+  check(hm_comm_size(world, &size), "hm_comm_size");
+  check(hm_comm_rank(world, &rank), "hm_comm_rank");
+  const auto sources_of = [&](int r) {
+    std::size_t count = 0;
+    check(hm_plan_get_layer_sources(now.plan, r, nullptr, 0, &count), "layer sources");
+    std::vector<hm_layer_source_t> sources(count);
+    check(hm_plan_get_layer_sources(now.plan, r, sources.data(), count, &count), "layer sources");
+    return sources;
+  };
+  const auto old_layer = [&](int layer) -> trainer::DenseLayer& {
+    if (before == nullptr || layer < before->first ||
+        layer >= before->first + static_cast<int>(before->layers.size())) {
+      throw std::runtime_error(fmt::format("layer {} is not on this rank to send", layer));
+    }
+    return before->layers[static_cast<std::size_t>(layer - before->first)];
+  };
+  // Everything this rank is a source of first (nonblocking), then what it fetches.
+  std::vector<hm_request_t> sends;
+  for (int r = 0; r < size; ++r) {
+    for (const auto& s : sources_of(r)) {
+      if (s.rank < 0) {
+        throw std::runtime_error(
+            fmt::format("layers {}-{} of rank {}: no survivor holds them (they need a checkpoint)",
+                        s.first_layer, s.first_layer + s.num_layers - 1, r));
+      }
+      if (s.rank != rank) continue;
+      for (int l = s.first_layer; l < s.first_layer + s.num_layers; ++l) {
+        const auto weights = old_layer(l).parameters();
+        sends.emplace_back();
+        check(hm_isend(world, const_cast<float*>(weights.data()), weights.size(), HM_FLOAT32, r,
+                       &sends.back()),
+              "send weights");
+      }
+    }
+  }
+  std::unique_ptr<Stage> stage;
+  if (!now.spare()) {
+    stage = std::make_unique<Stage>(o, now.me.first_layer, now.me.num_layers);
+    std::vector<int> from(static_cast<std::size_t>(now.me.num_layers), rank);
+    for (const auto& s : sources_of(rank)) {
+      for (int l = s.first_layer; l < s.first_layer + s.num_layers; ++l) {
+        from[static_cast<std::size_t>(l - now.me.first_layer)] = s.rank;
+      }
+    }
+    for (int j = 0; j < now.me.num_layers; ++j) {
+      auto weights = stage->layers[static_cast<std::size_t>(j)].parameters();
+      const int l = now.me.first_layer + j;
+      if (from[static_cast<std::size_t>(j)] == rank) {
+        const auto mine = old_layer(l).parameters();
+        std::copy(mine.begin(), mine.end(), weights.begin());
+      } else {
+        check(hm_recv(world, weights.data(), weights.size(), HM_FLOAT32,
+                      from[static_cast<std::size_t>(j)]),
+              "receive weights");
+      }
+    }
+  }
+  for (auto& r : sends) check(hm_wait(&r), "send weights");
+  return stage;
+}
 
 std::string describe_plan(const nlohmann::json& plan, const std::string& which) {
   const auto& p = plan[which];
@@ -221,6 +367,8 @@ std::string describe_plan(const nlohmann::json& plan, const std::string& which) 
 
 int run_distributed(const Options& o) {
   Comms c;
+  const bool elastic = o.kill_rank >= 0;
+  bool recovered = false;
   check(hm_init_from_env(&c.world), "hm_init_from_env");
   int rank = 0, size = 0;
   check(hm_comm_rank(c.world, &rank), "hm_comm_rank");
@@ -240,44 +388,35 @@ int run_distributed(const Options& o) {
   model.dtype_bytes = 4;
   model.tp = 1;  // this trainer splits layers between stages, not inside them
   model.pp = o.pp;
-  check(hm_plan_create(c.world, &model, &c.plan), "hm_plan_create");
+  check(hm_plan_create(c.world, &model, &c.plan_taken), "hm_plan_create");
   std::size_t length = 0;
-  check(hm_plan_get_json(c.plan, nullptr, 0, &length), "hm_plan_get_json");
+  check(hm_plan_get_json(c.plan_taken, nullptr, 0, &length), "hm_plan_get_json");
   std::string text(length, '\0');
-  check(hm_plan_get_json(c.plan, text.data(), text.size(), nullptr), "hm_plan_get_json");
+  check(hm_plan_get_json(c.plan_taken, text.data(), text.size(), nullptr), "hm_plan_get_json");
   text.resize(length - 1);
   const auto plan_json = nlohmann::json::parse(text);
-  if (o.placement == "naive") check(hm_plan_select_placement(c.plan, HM_PLACEMENT_NAIVE), "select");
+  if (o.placement == "naive") {
+    check(hm_plan_select_placement(c.plan_taken, HM_PLACEMENT_NAIVE), "select");
+  }
   if (rank == 0 && !o.quiet) {
     fmt::print("measured speed on the model's layers: {:.2f} GFLOPS per rank (used by the plan)\n",
                tflops * 1e3);
     std::fputs(describe_plan(plan_json, o.placement).c_str(), stdout);
   }
 
-  hm_plan_rank_t me{};
-  check(hm_plan_get_rank(c.plan, &me), "hm_plan_get_rank");
-  check(hm_plan_comm_create(c.plan, HM_GROUP_PIPELINE, &c.pp), "pipeline group");
-  check(hm_plan_comm_create(c.plan, HM_GROUP_DATA, &c.dp), "data group");
-  const bool first = me.stage == 0, last = me.stage == me.num_stages - 1;
-  const int m = me.micro_batches;
-  Stage stage(o, me.first_layer, me.num_layers);
+  c.placement = place(c.plan_taken);
+  std::unique_ptr<Stage> stage =
+      std::make_unique<Stage>(o, c.placement->me.first_layer, c.placement->me.num_layers);
   const std::size_t act_elems = static_cast<std::size_t>(o.micro_batch) * o.width;
 
-  // 1F1B: warm-up forwards, then one forward and one backward in turn, then the backwards left.
-  std::vector<std::pair<bool, int>> order;
-  const int warmup = std::min(me.num_stages - me.stage - 1, m);
-  for (int i = 0; i < warmup; ++i) order.push_back({true, i});
-  for (int i = 0; i < m - warmup; ++i) {
-    order.push_back({true, warmup + i});
-    order.push_back({false, i});
-  }
-  for (int i = m - warmup; i < m; ++i) order.push_back({false, i});
-
-  std::vector<double> losses, step_ms, compute_ms;
-  std::vector<float> x, t, d_y, grads(stage.parameter_count());
-  for (int step = 0; step < o.steps; ++step) {
-    const auto step_start = Clock::now();
-    double compute = 0;
+  // One training step on this rank's stage; returns the loss it adds (the last stage's) and the
+  // seconds it computed. Throws CallFailed when a call fails.
+  const auto train_step = [&](int step, double& compute) {
+    Placement& pl = *c.placement;
+    compute = 0;
+    if (pl.spare()) return 0.0;
+    const hm_plan_rank_t& me = pl.me;
+    const bool first = me.stage == 0, last = me.stage == me.num_stages - 1;
     auto timed = [&](auto&& body) {
       const auto start = Clock::now();
       body();
@@ -286,45 +425,52 @@ int run_distributed(const Options& o) {
     std::vector<std::vector<float>> outbox;  // buffers of sends in flight this step
     std::vector<hm_request_t> sends;
     std::map<int, std::vector<float>> targets;
+    std::vector<float> x, t;
     double loss = 0;
-    for (const auto& [forward, mb] : order) {
+    bool forwarded = false;
+    for (const auto& [forward, mb] : one_f_one_b(me)) {
+      if (forwarded && step == o.kill_step && rank == o.kill_rank && !recovered) {
+        std::ofstream(o.kill_stamp) << fmt::format("{:.3f}\n", epoch_ms());
+        std::fflush(stdout);
+        std::raise(SIGKILL);
+      }
       // Samples of this replica's micro-batch: the global batch cut replica by replica.
-      const std::uint64_t first_sample =
-          static_cast<std::uint64_t>(step) * o.global_batch +
-          static_cast<std::uint64_t>(me.dp_rank) * m * o.micro_batch +
-          static_cast<std::uint64_t>(mb) * o.micro_batch;
+      const std::uint64_t first_sample = static_cast<std::uint64_t>(step) * o.global_batch +
+                                         pl.replica_offset(o) +
+                                         static_cast<std::uint64_t>(mb) * o.micro_batch;
       if (forward) {
         std::vector<float> input(act_elems);
         if (first || last) timed([&] { batch(o, first_sample, x, t); });
         if (first) {
           input = x;
         } else {
-          check(hm_recv(c.pp, input.data(), act_elems, HM_FLOAT32, me.stage - 1),
+          check(hm_recv(pl.pp, input.data(), act_elems, HM_FLOAT32, me.stage - 1),
                 "recv activation");
         }
         if (last) targets[mb] = t;
-        timed([&] { stage.forward(mb, std::move(input), o.micro_batch); });
+        timed([&] { stage->forward(mb, std::move(input), o.micro_batch); });
+        forwarded = true;
         if (!last) {
-          outbox.push_back(stage.output(mb));
+          outbox.push_back(stage->output(mb));
           sends.emplace_back();
-          check(hm_isend(c.pp, outbox.back().data(), act_elems, HM_FLOAT32, me.stage + 1,
+          check(hm_isend(pl.pp, outbox.back().data(), act_elems, HM_FLOAT32, me.stage + 1,
                          &sends.back()),
                 "send activation");
         }
       } else {
         std::vector<float> d_out(act_elems);
         if (last) {
-          timed([&] { loss += loss_and_grad(stage.output(mb), targets[mb], d_out); });
+          timed([&] { loss += loss_and_grad(stage->output(mb), targets[mb], d_out); });
           targets.erase(mb);
         } else {
-          check(hm_recv(c.pp, d_out.data(), act_elems, HM_FLOAT32, me.stage + 1), "recv gradient");
+          check(hm_recv(pl.pp, d_out.data(), act_elems, HM_FLOAT32, me.stage + 1), "recv gradient");
         }
         std::vector<float> d_in;
-        timed([&] { d_in = stage.backward(mb, std::move(d_out), o.micro_batch, !first); });
+        timed([&] { d_in = stage->backward(mb, std::move(d_out), o.micro_batch, !first); });
         if (!first) {
           outbox.push_back(std::move(d_in));
           sends.emplace_back();
-          check(hm_isend(c.pp, outbox.back().data(), act_elems, HM_FLOAT32, me.stage - 1,
+          check(hm_isend(pl.pp, outbox.back().data(), act_elems, HM_FLOAT32, me.stage - 1,
                          &sends.back()),
                 "send gradient");
         }
@@ -333,37 +479,101 @@ int run_distributed(const Options& o) {
     for (auto& r : sends) check(hm_wait(&r), "send");
     // Gradients of the stage, summed over its data-parallel replicas, then one SGD step on the
     // mean over the global batch.
+    std::vector<float> grads(stage->parameter_count());
     std::size_t at = 0;
-    for (auto& l : stage.layers) {
+    for (auto& l : stage->layers) {
       std::copy(l.gradients().begin(), l.gradients().end(), grads.begin() + at);
       at += l.gradients().size();
     }
-    check(hm_allreduce(c.dp, grads.data(), grads.data(), grads.size(), HM_FLOAT32, HM_SUM),
+    check(hm_allreduce(pl.dp, grads.data(), grads.data(), grads.size(), HM_FLOAT32, HM_SUM),
           "gradient allreduce");
     timed([&] {
       at = 0;
-      for (auto& l : stage.layers) {
+      for (auto& l : stage->layers) {
         std::copy(grads.begin() + at, grads.begin() + at + l.gradients().size(),
                   l.gradients().begin());
         at += l.gradients().size();
         l.sgd(o.learning_rate, 1.0f / o.global_batch);
       }
     });
-    const double elapsed = std::chrono::duration<double>(Clock::now() - step_start).count();
-    // Report: the loss over the whole global batch, the slowest rank's step, the mean compute.
-    double sums[2] = {loss, compute}, slowest = elapsed;
-    check(hm_allreduce(c.world, sums, sums, 2, HM_FLOAT64, HM_SUM), "loss");
-    check(hm_allreduce(c.world, &slowest, &slowest, 1, HM_FLOAT64, HM_MAX), "time");
-    losses.push_back(sums[0] / o.global_batch);
-    step_ms.push_back(slowest * 1e3);
-    compute_ms.push_back(sums[1] / size * 1e3);
+    return loss;
+  };
+
+  // The survivors of a lost rank: revoke (so no rank waits for its timeout), shrink, re-plan,
+  // copy the weights, and go on with the step that failed.
+  const auto recover = [&](const CallFailed& failure) {
+    const auto start = Clock::now();
+    if (c.placement->pp) hm_comm_revoke(c.placement->pp);
+    if (c.placement->dp) hm_comm_revoke(c.placement->dp);
+    hm_comm_revoke(c.world);
+    hm_comm_t survivors = nullptr;
+    check(hm_comm_shrink(c.world, nullptr, 0, HM_SHRINK_FAILED, &survivors), "hm_comm_shrink");
+    const auto shrunk = Clock::now();
+    hm_plan_t replanned = nullptr;
+    const hm_status_t replan_status = hm_plan_replan(c.placement->plan, survivors, &replanned);
+    if (replan_status != HM_SUCCESS) hm_comm_destroy(survivors);
+    check(replan_status, "hm_plan_replan");
+    auto placement = place(replanned);
+    auto restaged = restage(o, survivors, *placement, stage.get());
+    const auto copied = Clock::now();
+    const int old_size = size;
+    c.placement = std::move(placement);  // the old groups go before the old world
+    hm_comm_destroy(c.world);
+    c.world = survivors;
+    stage = std::move(restaged);
+    check(hm_comm_rank(c.world, &rank), "hm_comm_rank");
+    check(hm_comm_size(c.world, &size), "hm_comm_size");
+    recovered = true;
+    if (rank == 0 && !o.quiet) {
+      const auto ms = [](auto a, auto b) {
+        return std::chrono::duration<double, std::milli>(b - a).count();
+      };
+      const hm_plan_rank_t& me = c.placement->me;
+      fmt::print(
+          "lost {} of {} ranks ({}): shrink {:.0f} ms, re-plan and weights {:.0f} ms; re-planned "
+          "on {} ranks: pp {} x dp {}, {} micro-batches per replica\n",
+          old_size - size, old_size, failure.what(), ms(start, shrunk), ms(shrunk, copied), size,
+          me.num_stages, me.dp_size, me.micro_batches);
+      std::fflush(stdout);
+    }
+  };
+
+  std::vector<double> losses, step_ms, compute_ms;
+  bool report_recovery = false;
+  for (int step = 0; step < o.steps;) {
+    const auto step_start = Clock::now();
+    double compute = 0, loss = 0;
+    try {
+      loss = train_step(step, compute);
+      const double elapsed = std::chrono::duration<double>(Clock::now() - step_start).count();
+      // Report: the loss over the whole global batch, the slowest rank's step, the mean compute.
+      double sums[2] = {loss, compute}, slowest = elapsed;
+      check(hm_allreduce(c.world, sums, sums, 2, HM_FLOAT64, HM_SUM), "loss");
+      check(hm_allreduce(c.world, &slowest, &slowest, 1, HM_FLOAT64, HM_MAX), "time");
+      losses.push_back(sums[0] / o.global_batch);
+      step_ms.push_back(slowest * 1e3);
+      compute_ms.push_back(sums[1] / size * 1e3);
+    } catch (const CallFailed& failure) {
+      if (!elastic || !failure.lost_a_rank()) throw;
+      recover(failure);
+      report_recovery = true;
+      continue;  // the same step again, on the survivors
+    }
     if (rank == 0 && !o.quiet) {
       fmt::print(
           "{} step {:>3}/{}  loss {:.6f}  time {:6.1f} ms = compute {:5.1f} + comm/wait {:5.1f}\n",
           o.placement, step + 1, o.steps, losses.back(), step_ms.back(), compute_ms.back(),
           step_ms.back() - compute_ms.back());
-      std::fflush(stdout);
     }
+    if (rank == 0 && report_recovery) {
+      double killed_at = 0;
+      std::ifstream(o.kill_stamp) >> killed_at;
+      fmt::print("recovered: {:.0f} ms from the kill to the end of the first resumed step\n",
+                 epoch_ms() - killed_at);
+    }
+    std::fflush(stdout);
+    report_recovery = false;
+    ++step;
   }
 
   int status = 0;
@@ -444,9 +654,18 @@ int main(int argc, char** argv) {
   app.add_option("--tolerance", o.tolerance, "relative loss difference allowed per step");
   app.add_option("--summary", o.summary_out, "write mean step time, prediction, losses (JSON)");
   app.add_flag("--quiet", o.quiet, "only the summary lines");
+  app.add_option("--kill-rank", o.kill_rank,
+                 "this rank SIGKILLs itself in --kill-step; the others recover and go on");
+  app.add_option("--kill-step", o.kill_step, "the step (from 0) --kill-rank dies in")
+      ->check(CLI::Range(0, 100000));
+  app.add_option("--kill-stamp", o.kill_stamp, "file the victim writes its time of death to");
   CLI11_PARSE(app, argc, argv);
   if (o.global_batch % o.micro_batch != 0) {
     std::fprintf(stderr, "holmes-trainer: --global-batch must be a multiple of --micro-batch\n");
+    return 2;
+  }
+  if (o.kill_rank >= 0 && (o.kill_step < 0 || o.kill_stamp.empty())) {
+    std::fprintf(stderr, "holmes-trainer: --kill-rank needs --kill-step and --kill-stamp\n");
     return 2;
   }
   try {

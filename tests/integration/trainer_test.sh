@@ -2,7 +2,8 @@
 # The example trainer on 8 ranks of the emulated two-island cluster, both placements: every
 # step's loss equals the single-process run's (relative 1e-3) and falls; the Holmes placement's
 # groups stay inside islands and its pipeline crosses between them. (make demo runs the same at
-# full length and prints the speedup; here only correctness is asserted.)
+# full length and prints the speedup; here only correctness is asserted.) Then a run that loses a
+# rank mid-step and recovers (make demo-elastic at full length).
 # Usage: trainer_test.sh BIN_DIR SOURCE_DIR
 source "$(dirname "$0")/lib.sh"
 BIN=$1
@@ -33,4 +34,15 @@ if "$BIN/holmes-run" -n 8 --timeout 300 -- "$SRC/examples/trainer/emulated_rank.
   fail "a 5-step reference matched a 12-step run"
 fi
 expect_contains "$WORK/short" "FAILED"
+# Elastic: rank 5 (a roce stage-1 rank) dies mid-step; the survivors shrink, re-plan, copy
+# weights and go on, and every step's loss still equals the single-process run's.
+HOLMES_TIMEOUT_MS=5000 "$BIN/holmes-run" -n 8 --elastic --timeout 300 -- \
+  "$SRC/examples/trainer/emulated_rank.sh" "$BIN/holmes-trainer" "${TRAIN[@]}" \
+  --compare-with "$WORK/ref.txt" --kill-rank 5 --kill-step 6 --kill-stamp "$WORK/kill" \
+  >"$WORK/elastic" 2>&1 || { cat "$WORK/elastic"; fail "the elastic run failed"; }
+expect_contains "$WORK/elastic" "lost 1 of 8 ranks"
+expect_contains "$WORK/elastic" "re-planned on 7 ranks"
+expect_contains "$WORK/elastic" "recovered: "
+expect_contains "$WORK/elastic" "): OK"
+grep -h "recovered: " "$WORK/elastic"
 echo "trainer: ok"
