@@ -117,6 +117,29 @@ py::dict plan(const py::object& group, const py::dict& fields, bool naive) {
   return out;
 }
 
+void revoke_group(const py::object& group) { holmes_group(group).communicator().revoke(); }
+
+// Collective over the group's survivors: a process group of them (hm_comm_shrink), in the
+// group's rank order, with the group's timeout. torch 1.x: a ProcessGroup, usable as group= of
+// the dist.* collectives; torch 2.x: the backend, whose methods take the collectives.
+py::object shrink_group(const py::object& group, const std::vector<int>& exclude, bool failed) {
+  auto& pg = holmes_group(group);
+  Communicator shrunk;
+  {
+    py::gil_scoped_release release;
+    try {
+      shrunk = pg.communicator().shrink(exclude, failed ? HM_SHRINK_FAILED : HM_SHRINK_DEFAULT);
+    } catch (const Error& e) {
+      py::gil_scoped_acquire acquire;
+      throw std::runtime_error(std::string("holmes backend: shrink failed (") +
+                               hm_status_string(e.status()) + "): " + e.what());
+    }
+  }
+  c10::intrusive_ptr<BackendBase> survivors =
+      c10::make_intrusive<ProcessGroupHolmes>(std::move(shrunk), pg.timeout());
+  return py::cast(survivors);
+}
+
 py::list peer_transports(const py::object& group) {
   auto& comm = holmes_group(group).communicator();
   py::list out;
@@ -138,6 +161,10 @@ PYBIND11_MODULE(_holmes_torch, m) {
         "The creator torch.distributed calls: (store, rank, world_size, timeout)");
   m.def("plan", &plan, py::arg("group"), py::arg("model"), py::arg("naive") = false,
         "Collective over a holmes group: the planner's placement of a model on it");
+  m.def("revoke", &revoke_group, py::arg("group"),
+        "hm_comm_revoke on a holmes group: its calls here and at every peer end at once");
+  m.def("shrink", &shrink_group, py::arg("group"), py::arg("exclude"), py::arg("failed"),
+        "Collective over a holmes group's survivors: a group of them (hm_comm_shrink)");
   m.def("peer_transports", &peer_transports, py::arg("group"),
         "(transport, reason, link) for each rank of a holmes group");
   m.attr("torch_version_major") = TORCH_VERSION_MAJOR;

@@ -178,6 +178,11 @@ ProcessGroupHolmes::ProcessGroupHolmes(const c10::intrusive_ptr<c10d::Store>& st
   init();
 }
 
+ProcessGroupHolmes::ProcessGroupHolmes(Communicator comm, std::chrono::milliseconds timeout)
+    : BackendBase(comm.rank(), comm.size()), comm_(std::move(comm)), timeout_(timeout) {
+  init();
+}
+
 ProcessGroupHolmes::~ProcessGroupHolmes() {
   // Python may drop the group holding the GIL, and the completer may still run a future's
   // callback that takes it (a Python one): let go of it while the completer drains.

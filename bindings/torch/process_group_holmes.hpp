@@ -41,10 +41,13 @@ class ProcessGroupHolmes final : public BackendBase {
   // this group). Settings other than rank, size, store and timeout come from the environment.
   ProcessGroupHolmes(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
                      std::chrono::milliseconds timeout);
+  // Over a communicator Holmes made (a shrink's survivors, holmes.torch.shrink_group).
+  ProcessGroupHolmes(Communicator comm, std::chrono::milliseconds timeout);
   ~ProcessGroupHolmes() override;
 
   const std::string getBackendName() const override { return "holmes"; }
   Communicator& communicator() { return comm_; }
+  std::chrono::milliseconds timeout() const { return timeout_; }
 
   c10::intrusive_ptr<c10d::Work> broadcast(std::vector<at::Tensor>& tensors,
                                            const c10d::BroadcastOptions& opts) override;

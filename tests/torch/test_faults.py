@@ -1,7 +1,8 @@
 """Whole jobs started by one pytest process (torchrun's variables, a free port), for what the
 ranks-under-holmes-run tests cannot show: a killed rank (every survivor's wait raises within the
 group's timeout, naming the peer; holmes-run would stop the survivors), and processes that end
-with work still in flight (they must exit, not hang)."""
+with work still in flight (they must exit, not hang), and survivors that shrink the group (revoke,
+shrink_group) and go on."""
 
 import os
 import pathlib
@@ -97,3 +98,42 @@ def test_groups_destroyed_with_work_in_flight_let_the_process_exit():
     # the thread destroying the group holds: the destructor must let go of it (it once hung).
     for code, out in run_job(4, victim=-1, worker=DROPPED):
         assert code == 0 and "EXITED" in out, out
+
+
+SHRINK = r'''
+import datetime, os, signal, time
+import torch, torch.distributed as dist
+import holmes.torch as ht
+dist.init_process_group("holmes", timeout=datetime.timedelta(seconds=5))
+rank, size = dist.get_rank(), dist.get_world_size()
+dist.all_reduce(torch.ones(8))                      # everyone is connected
+if rank == int(os.environ["VICTIM"]):
+    os.kill(os.getpid(), signal.SIGKILL)
+start = time.monotonic()
+try:
+    for _ in range(50):
+        dist.all_reduce(torch.ones(1 << 12))
+    print("NO ERROR", flush=True)
+except RuntimeError:
+    ht.revoke()
+    survivors = ht.shrink_group(failed=True)
+    x = torch.full((4,), float(rank + 1))
+    dist.all_reduce(x, group=survivors)
+    print(f"SHRUNK rank {survivors.rank()} of {survivors.size()} sum {x[0].item():.0f} "
+          f"after {time.monotonic() - start:.2f} s", flush=True)
+os._exit(0)
+'''
+
+
+def test_survivors_shrink_the_group_and_go_on():
+    ranks, victim = 4, 2
+    outputs = run_job(ranks, victim, worker=SHRINK)
+    survivors = [r for r in range(ranks) if r != victim]
+    expected_sum = sum(r + 1 for r in survivors)
+    for r, (code, out) in enumerate(outputs):
+        if r == victim:
+            assert code == -9, out
+            continue
+        assert code == 0, out
+        new_rank = survivors.index(r)
+        assert f"SHRUNK rank {new_rank} of {len(survivors)} sum {expected_sum} " in out, out

@@ -111,6 +111,22 @@ def _holmes_group(group):
     return group
 
 
+def revoke(group=None):
+    """hm_comm_revoke on a holmes group (default: the world): never blocks; its calls here and
+    at every other rank raise RuntimeError ("revoked") at once instead of at the timeout."""
+    _load_extension().revoke(_holmes_group(group))
+
+
+def shrink_group(group=None, exclude=(), *, failed=True):
+    """Collective over the survivors of a holmes group (default: the world): a process group of
+    the ranks that remain, in the group's order (hm_comm_shrink; failed=True: the survivors
+    agree on which ranks failed and leave them out, besides `exclude`). A rank left out raises
+    RuntimeError. torch 1.x: pass it as group= to dist.* collectives (it is not registered with
+    torch, so use its rank() and size()); torch 2.x: call its methods."""
+    ranks = [int(r) for r in exclude]
+    return _load_extension().shrink(_holmes_group(group), ranks, bool(failed))
+
+
 def peer_transports(group=None):
     """(transport, reason, link) of every rank of a holmes group (default: the world), as Holmes
     chose them: shm inside a host, ucx/verbs inside an RDMA island, tcp across islands."""
