@@ -162,7 +162,8 @@ typedef struct hm_kv_store {
   int (*add)(void* user, const char* key, int64_t delta, int64_t* result);
 } hm_kv_store_t;
 
-#define HM_KV_STORE_INITIALIZER { sizeof(hm_kv_store_t), NULL, NULL, NULL, NULL }
+#define HM_KV_STORE_INITIALIZER \
+  { sizeof(hm_kv_store_t), NULL, NULL, NULL, NULL }
 
 /* Settings by name (hm_config_set), owned by the config that holds them. */
 typedef struct hm_settings* hm_settings_t;
@@ -187,8 +188,8 @@ typedef struct hm_config {
   const hm_kv_store_t* kv_store; /* NULL: rendezvous through `store` / HOLMES_STORE; else
                                     through this store (see hm_kv_store_t); `store` is then
                                     not dialed: its host only picks local_addr's default */
-  hm_settings_t settings; /* any other setting, by name: filled by hm_config_set, freed by
-                             hm_config_release; NULL: none */
+  hm_settings_t settings;        /* any other setting, by name: filled by hm_config_set, freed by
+                                    hm_config_release; NULL: none */
 } hm_config_t;
 
 #define HM_CONFIG_INITIALIZER \
@@ -295,6 +296,18 @@ HM_API hm_status_t hm_comm_revoke(hm_comm_t comm);
  * HM_ERR_ABORTED and *newcomm = NULL. exclude may be NULL when n_exclude is 0. */
 HM_API hm_status_t hm_comm_shrink(hm_comm_t comm, const int* exclude, int n_exclude, int flags,
                                   hm_comm_t* newcomm);
+
+/* Collective over comm's ranks and n_joining processes that call hm_comm_join (a replacement
+ * for a lost rank, say): *newcomm holds comm's ranks first, in their order, then the joiners in
+ * the order they asked to join. Through the store comm was created with; the joiners must call
+ * within the timeout. Settings that must agree (HOLMES_ALGO, ...) are checked as at init. */
+HM_API hm_status_t hm_comm_grow(hm_comm_t comm, int n_joining, hm_comm_t* newcomm);
+
+/* In a process started to join a running job (the job's HOLMES_STORE and HOLMES_TOKEN, or cfg's
+ * store and token; no rank or world size): waits up to the timeout for the job to grow a
+ * communicator (hm_comm_grow) and returns this process's place in it. cfg may be NULL (the
+ * environment alone). */
+HM_API hm_status_t hm_comm_join(const hm_config_t* cfg, hm_comm_t* newcomm);
 
 /* The first error of the communicator, seen by any call or by a nonblocking operation;
  * HM_SUCCESS in *async_error while it is healthy. */

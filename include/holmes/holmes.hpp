@@ -161,6 +161,9 @@ class HM_API Communicator {
   // The world communicator from the environment (HOLMES_*, torchrun, Slurm, Open MPI).
   static Communicator init_from_env();
   static Communicator init(const Config& config);
+  // In a process started to join a running job: its place in the next communicator the job
+  // grows (hm_comm_join; rank and world size are not given).
+  static Communicator join(const Config& config = {});
 
   bool valid() const { return impl_ != nullptr; }
   int rank() const;
@@ -176,6 +179,8 @@ class HM_API Communicator {
   // (and, with HM_SHRINK_FAILED, without the ranks the survivors agree have failed), in this
   // communicator's rank order. A rank left out gets holmes::Error HM_ERR_ABORTED.
   Communicator shrink(std::span<const int> exclude, int flags = HM_SHRINK_DEFAULT) const;
+  // Collective over this communicator and `joining` processes that call join() (hm_comm_grow).
+  Communicator grow(int joining) const;
   // HM_SUCCESS while healthy, else the first error this communicator saw.
   hm_status_t async_error() const noexcept;
   std::chrono::milliseconds timeout() const;

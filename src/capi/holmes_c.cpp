@@ -274,6 +274,23 @@ hm_status_t hm_comm_shrink(hm_comm_t comm, const int* exclude, int n_exclude, in
   });
 }
 
+hm_status_t hm_comm_grow(hm_comm_t comm, int n_joining, hm_comm_t* newcomm) {
+  return guarded("hm_comm_grow", [&] {
+    require_out(newcomm, "newcomm");
+    *newcomm = nullptr;
+    *newcomm = new hm_comm(comm_of(comm).grow(n_joining));
+  });
+}
+
+hm_status_t hm_comm_join(const hm_config_t* config, hm_comm_t* newcomm) {
+  return guarded("hm_comm_join", [&] {
+    require_out(newcomm, "newcomm");
+    *newcomm = nullptr;
+    const holmes::Config converted = config ? config_from_c(config) : holmes::Config{};
+    *newcomm = new hm_comm(holmes::Communicator::join(converted));
+  });
+}
+
 hm_status_t hm_comm_get_async_error(hm_comm_t comm, hm_status_t* async_error) {
   return guarded("hm_comm_get_async_error", [&] {
     require_out(async_error, "async_error");

@@ -41,6 +41,17 @@ Communicator Communicator::init(const Config& config) {
   return Communicator(CommunicatorImpl::create_world(detail::resolve_config(config)));
 }
 
+Communicator Communicator::join(const Config& config) {
+  // A joiner has no rank yet: resolve the rest as a lone rank would, and never serve a store.
+  Config lone = config;
+  lone.rank = 0;
+  lone.world_size = 1;
+  lone.serve_store = false;
+  return Communicator(CommunicatorImpl::join(detail::resolve_config(lone)));
+}
+
+Communicator Communicator::grow(int joining) const { return Communicator(impl().grow(joining)); }
+
 CommunicatorImpl& Communicator::impl() const {
   if (!impl_)
     fail(HM_ERR_INVALID_ARGUMENT, "the Communicator is empty (moved from or not a member)");

@@ -226,15 +226,8 @@ std::shared_ptr<CommunicatorImpl> CommunicatorImpl::create_world(const ResolvedC
   } else {
     job = store.get(prefix + "job", deadline);
   }
-  TransportOptions options;
-  options.listen_host = config.local_addr.value_or(store.default_listen_address());
-  options.token = config.token;
-  options.context = fmt::format("{}/world{}", job, generation);
-  options.connect_timeout = config.timeout;
-  options.sockets_per_peer = config.sockets_per_peer;
-  options.checksum = config.checksum;
-  options.tcp_fused_reduce = config.tcp_fused_reduce;
-  options.tcp_congestion = config.tcp_congestion;
+  const TransportOptions options =
+      transport_options_for(config, store, fmt::format("{}/world{}", job, generation));
   // Exchanges go through the store: every rank sets its string, then reads everyone's. The
   // world size travels along, so ranks started with different sizes fail, naming each other.
   int round = 0;
@@ -302,6 +295,21 @@ std::shared_ptr<CommunicatorImpl> CommunicatorImpl::create_world(const ResolvedC
   auto comm = std::make_shared<CommunicatorImpl>(std::move(params));
   if (comm->cost_model_.probe) comm->calibrate();
   return comm;
+}
+
+TransportOptions CommunicatorImpl::transport_options_for(const ResolvedConfig& config,
+                                                         const Rendezvous& store,
+                                                         std::string context) {
+  TransportOptions options;
+  options.listen_host = config.local_addr.value_or(store.default_listen_address());
+  options.token = config.token;
+  options.context = std::move(context);
+  options.connect_timeout = config.timeout;
+  options.sockets_per_peer = config.sockets_per_peer;
+  options.checksum = config.checksum;
+  options.tcp_fused_reduce = config.tcp_fused_reduce;
+  options.tcp_congestion = config.tcp_congestion;
+  return options;
 }
 
 std::vector<std::string> CommunicatorImpl::allgather_strings(const std::string& mine) {

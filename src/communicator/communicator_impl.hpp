@@ -87,6 +87,12 @@ class CommunicatorImpl : public std::enable_shared_from_this<CommunicatorImpl> {
 
   // Collective over the job: rendezvous through the store, then a transport to every rank.
   static std::shared_ptr<CommunicatorImpl> create_world(const ResolvedConfig& config);
+  // A process that joins the next grow of a communicator of the job (grow.cpp): it meets the
+  // growing ranks through the store `config` names.
+  static std::shared_ptr<CommunicatorImpl> join(const ResolvedConfig& config);
+  // Collective over this communicator and `joining` processes that call join(): this one's
+  // ranks in order, then the joiners (grow.cpp).
+  std::shared_ptr<CommunicatorImpl> grow(int joining);
   // Collective over this communicator; nullptr for HM_COLOR_UNDEFINED.
   std::shared_ptr<CommunicatorImpl> split(int color, int key);
   // Collective over the ranks that remain (shrink.cpp): a communicator without `exclude` (and,
@@ -137,6 +143,10 @@ class CommunicatorImpl : public std::enable_shared_from_this<CommunicatorImpl> {
   std::string settings_dump() const;
 
  private:
+  // What a world's transports are configured with, from its config, listening where `store`
+  // suggests unless the config names an address.
+  static TransportOptions transport_options_for(const ResolvedConfig& config,
+                                                const Rendezvous& store, std::string context);
   void validate(const CollectiveCall& call) const;
   // The device memory the call's buffers live in, or nullptr for host memory. Throws
   // HM_ERR_INVALID_ARGUMENT when one buffer is on a device and the other is not.
@@ -190,6 +200,7 @@ class CommunicatorImpl : public std::enable_shared_from_this<CommunicatorImpl> {
   std::uint64_t next_sequence_ = 0;  // collectives issued so far (same on every rank)
   std::uint64_t splits_ = 0;
   std::uint64_t shrinks_ = 0;
+  std::uint64_t grows_ = 0;
   std::shared_ptr<Rendezvous> store_;
   // Point-to-point messages so far per peer and tag: tag 0 (the common case) in a vector, the
   // others in maps.

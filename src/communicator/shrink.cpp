@@ -9,6 +9,7 @@
 #include "communicator/communicator_impl.hpp"
 #include "communicator/shaping.hpp"
 #include "communicator/shrink_agreement.hpp"
+#include "communicator/store_exchange.hpp"
 #include "core/log.hpp"
 #include "core/status.hpp"
 
@@ -116,22 +117,9 @@ std::shared_ptr<CommunicatorImpl> CommunicatorImpl::wire_shrunk(const std::vecto
   const int new_size = static_cast<int>(members.size());
   const Deadline deadline = Deadline::after(timeout_);
   int exchange = 0;
-  // Every member's string through the store: set, then raise a counter that says it is there.
   const GatherStrings gather = [&](const std::string& mine) {
-    const std::string base = fmt::format("{}exchange{}/", prefix, exchange++);
-    store_->set(base + std::to_string(new_rank), mine);
-    store_->add(base + std::to_string(new_rank) + ".set", 1);
-    std::vector<std::string> all(members.size());
-    for (int i = 0; i < new_size; ++i) {
-      const std::string key = base + std::to_string(i);
-      if (!ShrinkAgreement::await_counted(*store_, key + ".set", deadline, kStorePoll)) {
-        missing.insert(members[static_cast<std::size_t>(i)]);
-        fail(HM_ERR_TIMEOUT, "hm_comm_shrink: rank {} did not join the new communicator in {} ms",
-             members[static_cast<std::size_t>(i)], timeout_.count());
-      }
-      all[static_cast<std::size_t>(i)] = store_->get(key, deadline);
-    }
-    return all;
+    return store_gather(*store_, fmt::format("{}exchange{}/", prefix, exchange++), new_rank,
+                        new_size, mine, deadline, members, &missing);
   };
   TransportOptions options = transport_options_;
   options.context = fmt::format("{}/{}", context_, prefix);

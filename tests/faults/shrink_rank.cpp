@@ -3,7 +3,9 @@
 //   kill    SIGKILL itself;
 //   stop    SIGSTOP itself (the script wakes it once the others have recovered);
 //   revoke  call revoke() instead of the allreduce (it stays alive and shrinks with the rest);
-//   kill2   like kill, and --victim2 dies too, during the agreement (300 ms into its shrink).
+//   kill2   like kill, and --victim2 dies too, during the agreement (300 ms into its shrink);
+//   grow    like kill, and after the shrink the survivors grow by one: a replacement the script
+//           starts with --join takes the victim's place (its identity, at the end).
 // Every rank that saw the fault then shrinks with HM_SHRINK_FAILED and checks the new
 // communicator: its size, the rank order (new ranks follow the old order), and exact results of
 // an allreduce and an allgather over it, --after2 times. It prints "recovered N of M ranks in X
@@ -60,6 +62,62 @@ bool checked_allreduce(holmes::Communicator& comm, const std::vector<int>& paren
   return true;
 }
 
+struct Check {
+  int after2;
+  std::size_t count;
+  std::string stamp;
+  std::string recovered_file;
+  bool pause;  // stop: time for a woken victim to try its luck while the survivors work
+};
+
+// The new communicator holds `parents` (old ranks, in order; this process is `me`): its size,
+// this rank's place, the order as every member sees it, and exact allreduces over it.
+int check_new(holmes::Communicator& comm, const std::vector<int>& parents, int me, int old_size,
+              const Check& c) {
+  int expect_rank = -1;
+  for (std::size_t k = 0; k < parents.size(); ++k) {
+    if (parents[k] == me) expect_rank = static_cast<int>(k);
+  }
+  if (comm.size() != static_cast<int>(parents.size()) || comm.rank() != expect_rank) {
+    std::printf("rank %d: now rank %d of %d, expected rank %d of %zu\n", me, comm.rank(),
+                comm.size(), expect_rank, parents.size());
+    return 3;
+  }
+  try {
+    std::vector<std::int32_t> old_ranks(parents.size(), -1);
+    const std::int32_t mine = me;
+    comm.allgather(&mine, old_ranks.data(), 1, HM_INT32);
+    for (std::size_t k = 0; k < parents.size(); ++k) {
+      if (old_ranks[k] != parents[k]) {
+        std::printf("rank %d: new rank %zu is old rank %d, expected %d\n", me, k, old_ranks[k],
+                    parents[k]);
+        return 3;
+      }
+    }
+    // Ranks may have failed in different iterations (a revocation can reach one before it
+    // finished the call the revoker finished): the new communicator starts its own count.
+    for (int j = 0; j < c.after2; ++j) {
+      if (!checked_allreduce(comm, parents, me, 1000 + j, c.count)) return 3;
+      if (j == 0) {
+        double fault_at = 0;
+        std::ifstream(c.stamp) >> fault_at;
+        std::printf("rank %d: recovered %zu of %d ranks in %.0f ms\n", me, parents.size(), old_size,
+                    now_ms() - fault_at);
+        std::fflush(stdout);
+        if (!c.recovered_file.empty() && comm.rank() == 0) {
+          std::ofstream(c.recovered_file) << "1\n";
+        }
+      }
+      if (c.pause) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+  } catch (const holmes::Error& e) {
+    std::printf("rank %d: on the new communicator: %s\n", me, e.what());
+    return 3;
+  }
+  std::printf("rank %d: ok\n", me);
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -71,6 +129,26 @@ int main(int argc, char** argv) {
   const std::string stamp = arg(argc, argv, "--stamp", "/tmp/holmes-shrink-stamp");
   const std::string recovered_file = arg(argc, argv, "--recovered", "");
   const auto count = static_cast<std::size_t>(std::atol(arg(argc, argv, "--count", "4096")));
+  bool joiner = false;
+  for (int k = 1; k < argc; ++k) joiner = joiner || std::strcmp(argv[k], "--join") == 0;
+
+  const Check c{after2, count, stamp, recovered_file, fault == "stop"};
+  if (joiner) {
+    // The replacement: joins the survivors' grow and takes the victim's identity.
+    holmes::Communicator grown;
+    try {
+      grown = holmes::Communicator::join();
+    } catch (const holmes::Error& e) {
+      std::printf("joiner: %s\n", e.what());
+      return 3;
+    }
+    std::vector<int> parents;
+    for (int r = 0; r < grown.size(); ++r) {
+      if (r != victim) parents.push_back(r);
+    }
+    parents.push_back(victim);
+    return check_new(grown, parents, victim, grown.size(), c);
+  }
 
   holmes::Communicator world;
   try {
@@ -140,46 +218,15 @@ int main(int argc, char** argv) {
     const bool gone = (r == victim && fault != "revoke") || r == victim2;
     if (!gone) parents.push_back(r);
   }
-  int expect_rank = -1;
-  for (std::size_t k = 0; k < parents.size(); ++k) {
-    if (parents[k] == rank) expect_rank = static_cast<int>(k);
-  }
-  if (shrunk.size() != static_cast<int>(parents.size()) || shrunk.rank() != expect_rank) {
-    std::printf("rank %d: shrunk to rank %d of %d, expected rank %d of %zu\n", rank, shrunk.rank(),
-                shrunk.size(), expect_rank, parents.size());
-    return 3;
-  }
-  // The order, as every member sees it: each member's old rank, gathered.
-  std::vector<std::int32_t> old_ranks(parents.size(), -1);
-  const std::int32_t mine = rank;
-  shrunk.allgather(&mine, old_ranks.data(), 1, HM_INT32);
-  for (std::size_t k = 0; k < parents.size(); ++k) {
-    if (old_ranks[k] != parents[k]) {
-      std::printf("rank %d: new rank %zu is old rank %d, expected %d\n", rank, k, old_ranks[k],
-                  parents[k]);
+  if (fault == "grow") {
+    // A replacement (started by the script with --join) takes the victim's place at the end.
+    try {
+      shrunk = shrunk.grow(1);
+    } catch (const holmes::Error& e) {
+      std::printf("rank %d: grow: %s\n", rank, e.what());
       return 3;
     }
+    parents.push_back(victim);
   }
-  // Ranks may have failed in different iterations (a revocation can reach one before it
-  // finished the call the revoker finished): the new communicator starts its own count.
-  try {
-    for (int j = 0; j < after2; ++j) {
-      if (!checked_allreduce(shrunk, parents, rank, 1000 + j, count)) return 3;
-      if (j == 0) {
-        double fault_at = 0;
-        std::ifstream(stamp) >> fault_at;
-        std::printf("rank %d: recovered %zu of %d ranks in %.0f ms\n", rank, parents.size(), size,
-                    now_ms() - fault_at);
-        std::fflush(stdout);
-        if (!recovered_file.empty() && shrunk.rank() == 0) std::ofstream(recovered_file) << "1\n";
-      }
-      // Time for a woken victim to try its luck while the survivors work (stop).
-      if (fault == "stop") std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    }
-  } catch (const holmes::Error& e) {
-    std::printf("rank %d: after the shrink: %s\n", rank, e.what());
-    return 3;
-  }
-  std::printf("rank %d: ok\n", rank);
-  return 0;
+  return check_new(shrunk, parents, rank, size, c);
 }

@@ -234,3 +234,30 @@ def test_shrink_leaves_the_excluded_rank_out(world):
             world.barrier()  # every rank is done with comm before any destroys it
         if comm.rank != last:
             assert outcome == (comm.size - 1, comm.rank, list(range(comm.size - 1)))
+
+
+def test_grow_takes_in_a_process_that_joins(world):
+    with holmes.init(timeout_ms=20000) as comm:
+        expected = comm.size * (comm.size + 1) // 2 + 100
+        joiner = None
+        if comm.rank == 0:
+            code = ("import numpy as np, holmes\n"
+                    "with holmes.join() as c:\n"
+                    "    t = c.allreduce(np.array([100], dtype=np.int64))\n"
+                    "    print(c.rank, c.size, int(t[0]), flush=True)\n")
+            env = {k: v for k, v in os.environ.items()
+                   if k not in ("HOLMES_RANK", "HOLMES_WORLD_SIZE", "HOLMES_LOCAL_RANK")}
+            joiner = subprocess.Popen([sys.executable, "-c", code], env=env,
+                                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        outcome = None
+        try:
+            with comm.grow(1) as grown:
+                total = grown.allreduce(np.array([comm.rank + 1], dtype=np.int64))
+                outcome = (grown.size, grown.rank, int(total[0]))
+        finally:
+            out = joiner.communicate(timeout=60)[0] if joiner else ""
+            world.barrier()
+        assert outcome == (comm.size + 1, comm.rank, expected)
+        if joiner:
+            assert joiner.returncode == 0, out
+            assert out.split()[-3:] == [str(comm.size), str(comm.size + 1), str(expected)], out

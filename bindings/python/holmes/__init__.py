@@ -18,7 +18,7 @@ import ctypes
 
 from . import _lib
 from ._lib import HM_COLOR_UNDEFINED, LibraryNotFoundError, library_path
-from .comm import Comm, Request, init
+from .comm import Comm, Request, init, join
 from .errors import (AbortedError, AuthError, HolmesError, InternalError, InvalidArgumentError,
                      MismatchError, OutOfMemoryError, PeerFailedError, Status, TimedOutError,
                      TransportError, UnsupportedError, status_name)
@@ -30,8 +30,8 @@ SUM, PROD, MIN, MAX, AVG = Op.SUM, Op.PROD, Op.MIN, Op.MAX, Op.AVG
 __version__ = "0.1.0"
 
 __all__ = [
-    "init", "Comm", "Request", "Plan", "RankInfo", "LayerSource", "Dtype", "Op", "Status", "SUM",
-    "PROD", "MIN", "MAX", "AVG", "HolmesError", "InvalidArgumentError", "MismatchError",
+    "init", "join", "Comm", "Request", "Plan", "RankInfo", "LayerSource", "Dtype", "Op", "Status",
+    "SUM", "PROD", "MIN", "MAX", "AVG", "HolmesError", "InvalidArgumentError", "MismatchError",
     "TimedOutError", "PeerFailedError", "AuthError", "TransportError", "UnsupportedError",
     "OutOfMemoryError", "AbortedError", "InternalError", "LibraryNotFoundError", "status_name",
     "library_path", "library_version", "HM_COLOR_UNDEFINED",

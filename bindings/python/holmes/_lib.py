@@ -143,6 +143,8 @@ _PROTOTYPES = {
     "hm_comm_destroy": (_status, [_comm]),
     "hm_comm_abort": (_status, [_comm]),
     "hm_comm_revoke": (_status, [_comm]),
+    "hm_comm_grow": (_status, [_comm, _int, _P(_comm)]),
+    "hm_comm_join": (_status, [_P(Config), _P(_comm)]),
     "hm_comm_shrink": (_status, [_comm, _P(_int), _int, _int, _P(_comm)]),
     "hm_comm_get_async_error": (_status, [_comm, _P(_status)]),
     "hm_allreduce": (_status, [_comm, _ptr, _ptr, _size, _enum, _enum]),

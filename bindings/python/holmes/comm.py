@@ -19,7 +19,7 @@ from . import _lib
 from .errors import Status, check, error_for
 from .types import Op, dtype_of, op_of, rank_of
 
-__all__ = ["Comm", "Request", "init"]
+__all__ = ["Comm", "Request", "init", "join"]
 
 
 def _array(name, value, *, writable=False):
@@ -194,6 +194,14 @@ class Comm:
         out = ctypes.c_void_p()
         check(_lib.lib().hm_comm_shrink(self._handle, array, len(ranks), flags,
                                         ctypes.byref(out)))
+        return Comm(out)
+
+    def grow(self, joining):
+        """Collective over this communicator and `joining` processes that call holmes.join():
+        a communicator of this one's ranks, in order, then the joiners (hm_comm_grow)."""
+        out = ctypes.c_void_p()
+        check(_lib.lib().hm_comm_grow(self._handle, _int_arg("joining", joining),
+                                      ctypes.byref(out)))
         return Comm(out)
 
     def async_error(self):
@@ -462,4 +470,13 @@ def init(rank=None, world_size=None, store=None, token=None, topology=None, time
     if sockets_per_peer is not None:
         config.sockets_per_peer = _int_arg("sockets_per_peer", sockets_per_peer)
     check(lib.hm_init(ctypes.byref(config), ctypes.byref(handle)))
+    return Comm(handle)
+
+
+def join():
+    """In a process started to join a running job (its HOLMES_STORE and HOLMES_TOKEN, no rank):
+    waits for the job to grow a communicator (Comm.grow) and returns this process's place in it
+    (hm_comm_join)."""
+    handle = ctypes.c_void_p()
+    check(_lib.lib().hm_comm_join(None, ctypes.byref(handle)))
     return Comm(handle)
