@@ -242,6 +242,25 @@ std::unique_ptr<Placement> place(hm_plan_t plan) {
   return p;
 }
 
+// The step's sends in flight. Left by an exception (a lost rank), the step still must not drop
+// them: each holds its communicator (a leak) and reads a buffer of the step's outbox. Their
+// communicator has failed or been revoked by then, so the waits end at once (bounded by the
+// timeout in any case); their statuses are the failure already being handled.
+struct InFlight {
+  std::vector<hm_request_t> requests;
+  InFlight() = default;
+  InFlight(const InFlight&) = delete;
+  InFlight& operator=(const InFlight&) = delete;
+  ~InFlight() {
+    for (auto& r : requests) {
+      if (r) hm_wait(&r);
+    }
+  }
+  void wait_all(const char* what) {
+    for (auto& r : requests) check(hm_wait(&r), what);
+  }
+};
+
 struct Comms {
   hm_comm_t world = nullptr;
   std::unique_ptr<Placement> placement;  // before the world goes: its communicators are splits
@@ -290,7 +309,7 @@ std::unique_ptr<Stage> restage(const Options& o, hm_comm_t world, const Placemen
     return before->layers[static_cast<std::size_t>(layer - before->first)];
   };
   // Everything this rank is a source of first (nonblocking), then what it fetches.
-  std::vector<hm_request_t> sends;
+  InFlight sends;
   for (int r = 0; r < size; ++r) {
     for (const auto& s : sources_of(r)) {
       if (s.rank < 0) {
@@ -301,9 +320,9 @@ std::unique_ptr<Stage> restage(const Options& o, hm_comm_t world, const Placemen
       if (s.rank != rank) continue;
       for (int l = s.first_layer; l < s.first_layer + s.num_layers; ++l) {
         const auto weights = old_layer(l).parameters();
-        sends.emplace_back();
+        sends.requests.emplace_back();
         check(hm_isend(world, const_cast<float*>(weights.data()), weights.size(), HM_FLOAT32, r,
-                       &sends.back()),
+                       &sends.requests.back()),
               "send weights");
       }
     }
@@ -330,7 +349,7 @@ std::unique_ptr<Stage> restage(const Options& o, hm_comm_t world, const Placemen
       }
     }
   }
-  for (auto& r : sends) check(hm_wait(&r), "send weights");
+  sends.wait_all("send weights");
   return stage;
 }
 
@@ -423,7 +442,7 @@ int run_distributed(const Options& o) {
       compute += std::chrono::duration<double>(Clock::now() - start).count();
     };
     std::vector<std::vector<float>> outbox;  // buffers of sends in flight this step
-    std::vector<hm_request_t> sends;
+    InFlight sends;                          // after outbox: waited before it goes
     std::map<int, std::vector<float>> targets;
     std::vector<float> x, t;
     double loss = 0;
@@ -452,9 +471,9 @@ int run_distributed(const Options& o) {
         forwarded = true;
         if (!last) {
           outbox.push_back(stage->output(mb));
-          sends.emplace_back();
+          sends.requests.emplace_back();
           check(hm_isend(pl.pp, outbox.back().data(), act_elems, HM_FLOAT32, me.stage + 1,
-                         &sends.back()),
+                         &sends.requests.back()),
                 "send activation");
         }
       } else {
@@ -469,14 +488,14 @@ int run_distributed(const Options& o) {
         timed([&] { d_in = stage->backward(mb, std::move(d_out), o.micro_batch, !first); });
         if (!first) {
           outbox.push_back(std::move(d_in));
-          sends.emplace_back();
+          sends.requests.emplace_back();
           check(hm_isend(pl.pp, outbox.back().data(), act_elems, HM_FLOAT32, me.stage - 1,
-                         &sends.back()),
+                         &sends.requests.back()),
                 "send gradient");
         }
       }
     }
-    for (auto& r : sends) check(hm_wait(&r), "send");
+    sends.wait_all("send");
     // Gradients of the stage, summed over its data-parallel replicas, then one SGD step on the
     // mean over the global batch.
     std::vector<float> grads(stage->parameter_count());
