@@ -8,8 +8,10 @@
 
 namespace holmes {
 
+using detail::CallMode;
 using detail::CollectiveCall;
 using detail::CommunicatorImpl;
+using detail::P2pDirection;
 
 void Request::wait() {
   if (!impl_) fail(HM_ERR_INVALID_ARGUMENT, "wait on an empty Request");
@@ -151,86 +153,100 @@ CollectiveCall make_call(CollectiveKind kind, const void* send, void* recv, std:
 
 void Communicator::allreduce(const void* send, void* recv, std::size_t count, hm_dtype_t dtype,
                              hm_op_t op) {
-  impl().collective(make_call(CollectiveKind::kAllreduce, send, recv, count, dtype, op, 0), true);
+  impl().collective(make_call(CollectiveKind::kAllreduce, send, recv, count, dtype, op, 0),
+                    CallMode::kBlocking);
 }
 void Communicator::reduce_scatter(const void* send, void* recv, std::size_t recvcount,
                                   hm_dtype_t dtype, hm_op_t op) {
   impl().collective(make_call(CollectiveKind::kReduceScatter, send, recv, recvcount, dtype, op, 0),
-                    true);
+                    CallMode::kBlocking);
 }
 void Communicator::allgather(const void* send, void* recv, std::size_t sendcount,
                              hm_dtype_t dtype) {
   impl().collective(make_call(CollectiveKind::kAllgather, send, recv, sendcount, dtype, HM_SUM, 0),
-                    true);
+                    CallMode::kBlocking);
 }
 void Communicator::broadcast(void* buffer, std::size_t count, hm_dtype_t dtype, int root) {
   impl().collective(
-      make_call(CollectiveKind::kBroadcast, buffer, buffer, count, dtype, HM_SUM, root), true);
+      make_call(CollectiveKind::kBroadcast, buffer, buffer, count, dtype, HM_SUM, root),
+      CallMode::kBlocking);
 }
 void Communicator::reduce(const void* send, void* recv, std::size_t count, hm_dtype_t dtype,
                           hm_op_t op, int root) {
-  impl().collective(make_call(CollectiveKind::kReduce, send, recv, count, dtype, op, root), true);
+  impl().collective(make_call(CollectiveKind::kReduce, send, recv, count, dtype, op, root),
+                    CallMode::kBlocking);
 }
 void Communicator::alltoall(const void* send, void* recv, std::size_t count, hm_dtype_t dtype) {
   impl().collective(make_call(CollectiveKind::kAlltoall, send, recv, count, dtype, HM_SUM, 0),
-                    true);
+                    CallMode::kBlocking);
 }
 void Communicator::send(const void* buffer, std::size_t count, hm_dtype_t dtype, int peer) {
-  impl().point_to_point(true, buffer, count, dtype, peer, true);
+  impl().point_to_point(P2pDirection::kSend, buffer, count, dtype, peer, CallMode::kBlocking);
 }
 void Communicator::recv(void* buffer, std::size_t count, hm_dtype_t dtype, int peer) {
-  impl().point_to_point(false, buffer, count, dtype, peer, true);
+  impl().point_to_point(P2pDirection::kReceive, buffer, count, dtype, peer, CallMode::kBlocking);
 }
 void Communicator::barrier() {
   impl().collective(make_call(CollectiveKind::kBarrier, nullptr, nullptr, 0, HM_UINT8, HM_SUM, 0),
-                    true);
+                    CallMode::kBlocking);
 }
 
 Request Communicator::iallreduce(const void* send, void* recv, std::size_t count, hm_dtype_t dtype,
                                  hm_op_t op) {
-  return Request(impl().collective(
-      make_call(CollectiveKind::kAllreduce, send, recv, count, dtype, op, 0), false));
+  return Request(
+      impl().collective(make_call(CollectiveKind::kAllreduce, send, recv, count, dtype, op, 0),
+                        CallMode::kNonblocking));
 }
 Request Communicator::ireduce_scatter(const void* send, void* recv, std::size_t recvcount,
                                       hm_dtype_t dtype, hm_op_t op) {
   return Request(impl().collective(
-      make_call(CollectiveKind::kReduceScatter, send, recv, recvcount, dtype, op, 0), false));
+      make_call(CollectiveKind::kReduceScatter, send, recv, recvcount, dtype, op, 0),
+      CallMode::kNonblocking));
 }
 Request Communicator::iallgather(const void* send, void* recv, std::size_t sendcount,
                                  hm_dtype_t dtype) {
   return Request(impl().collective(
-      make_call(CollectiveKind::kAllgather, send, recv, sendcount, dtype, HM_SUM, 0), false));
+      make_call(CollectiveKind::kAllgather, send, recv, sendcount, dtype, HM_SUM, 0),
+      CallMode::kNonblocking));
 }
 Request Communicator::ibroadcast(void* buffer, std::size_t count, hm_dtype_t dtype, int root) {
   return Request(impl().collective(
-      make_call(CollectiveKind::kBroadcast, buffer, buffer, count, dtype, HM_SUM, root), false));
+      make_call(CollectiveKind::kBroadcast, buffer, buffer, count, dtype, HM_SUM, root),
+      CallMode::kNonblocking));
 }
 Request Communicator::ireduce(const void* send, void* recv, std::size_t count, hm_dtype_t dtype,
                               hm_op_t op, int root) {
-  return Request(impl().collective(
-      make_call(CollectiveKind::kReduce, send, recv, count, dtype, op, root), false));
+  return Request(
+      impl().collective(make_call(CollectiveKind::kReduce, send, recv, count, dtype, op, root),
+                        CallMode::kNonblocking));
 }
 Request Communicator::ialltoall(const void* send, void* recv, std::size_t count, hm_dtype_t dtype) {
-  return Request(impl().collective(
-      make_call(CollectiveKind::kAlltoall, send, recv, count, dtype, HM_SUM, 0), false));
+  return Request(
+      impl().collective(make_call(CollectiveKind::kAlltoall, send, recv, count, dtype, HM_SUM, 0),
+                        CallMode::kNonblocking));
 }
 Request Communicator::isend(const void* buffer, std::size_t count, hm_dtype_t dtype, int peer) {
-  return Request(impl().point_to_point(true, buffer, count, dtype, peer, false));
+  return Request(impl().point_to_point(P2pDirection::kSend, buffer, count, dtype, peer,
+                                       CallMode::kNonblocking));
 }
 Request Communicator::irecv(void* buffer, std::size_t count, hm_dtype_t dtype, int peer) {
-  return Request(impl().point_to_point(false, buffer, count, dtype, peer, false));
+  return Request(impl().point_to_point(P2pDirection::kReceive, buffer, count, dtype, peer,
+                                       CallMode::kNonblocking));
 }
 Request Communicator::isend(const void* buffer, std::size_t count, hm_dtype_t dtype, int peer,
                             std::uint32_t tag) {
-  return Request(impl().point_to_point(true, buffer, count, dtype, peer, false, tag));
+  return Request(impl().point_to_point(P2pDirection::kSend, buffer, count, dtype, peer,
+                                       CallMode::kNonblocking, tag));
 }
 Request Communicator::irecv(void* buffer, std::size_t count, hm_dtype_t dtype, int peer,
                             std::uint32_t tag) {
-  return Request(impl().point_to_point(false, buffer, count, dtype, peer, false, tag));
+  return Request(impl().point_to_point(P2pDirection::kReceive, buffer, count, dtype, peer,
+                                       CallMode::kNonblocking, tag));
 }
 Request Communicator::ibarrier() {
   return Request(impl().collective(
-      make_call(CollectiveKind::kBarrier, nullptr, nullptr, 0, HM_UINT8, HM_SUM, 0), false));
+      make_call(CollectiveKind::kBarrier, nullptr, nullptr, 0, HM_UINT8, HM_SUM, 0),
+      CallMode::kNonblocking));
 }
 
 }  // namespace holmes

@@ -58,6 +58,16 @@ struct RequestImpl {
 
 using holmes::CollectiveCall;
 
+// Bytes a single buffer may span. No process has more than 2^48 bytes of address space (x86-64
+// and arm64 user space), so a larger count is a bug in the caller (often a negative number
+// converted to size_t), refused before it could overflow pointer arithmetic or a memcpy.
+constexpr std::size_t kMaxBufferBytes = std::size_t{1} << 48;
+
+// Whether a call returns when its operation is over or at once with a request.
+enum class CallMode { kBlocking, kNonblocking };
+// Which end of a point-to-point message a call is.
+enum class P2pDirection { kSend, kReceive };
+
 class CommunicatorImpl : public std::enable_shared_from_this<CommunicatorImpl> {
  public:
   struct Params {
@@ -114,11 +124,11 @@ class CommunicatorImpl : public std::enable_shared_from_this<CommunicatorImpl> {
 
   // Validates, then runs the collective now (after any queued nonblocking ones) when blocking,
   // or queues it and returns its request.
-  std::shared_ptr<RequestImpl> collective(const CollectiveCall& call, bool blocking);
+  std::shared_ptr<RequestImpl> collective(const CollectiveCall& call, CallMode mode);
   // Messages from one rank to another with the same tag (0 .. kMaxUserTag) arrive in order.
-  std::shared_ptr<RequestImpl> point_to_point(bool is_send, const void* buffer, std::size_t count,
-                                              hm_dtype_t dtype, int peer, bool blocking,
-                                              std::uint32_t tag = 0);
+  std::shared_ptr<RequestImpl> point_to_point(P2pDirection direction, const void* buffer,
+                                              std::size_t count, hm_dtype_t dtype, int peer,
+                                              CallMode mode, std::uint32_t tag = 0);
 
   // Throw holmes::Error when the operation failed or the wait timed out.
   void wait(RequestImpl& request);
@@ -143,10 +153,28 @@ class CommunicatorImpl : public std::enable_shared_from_this<CommunicatorImpl> {
   std::string settings_dump() const;
 
  private:
+  // How a derived communicator's ranks relate to this one's: all of them ranks of this one (a
+  // split, a shrink), or some of them new (a grow).
+  enum class Lineage { kSubset, kSuperset };
+
   // What a world's transports are configured with, from its config, listening where `store`
   // suggests unless the config names an address.
   static TransportOptions transport_options_for(const ResolvedConfig& config,
                                                 const Rendezvous& store, std::string context);
+  // The job's store as the config names it (a server, or the caller's own key-value store).
+  static std::shared_ptr<Rendezvous> store_for(const ResolvedConfig& config,
+                                               const Deadline& deadline);
+  // The Params of a communicator made from a config (the world, a joiner's), but for what its
+  // wiring yields (router, facts, tier numbers) and its store.
+  static Params params_from(const ResolvedConfig& config, int rank, int size,
+                            const TransportOptions& options);
+  // Where this process sits, from the config's topology and overrides (logs how it found out).
+  static LocalitySource locality_from(const ResolvedConfig& config, int rank);
+  // Wires and builds a communicator derived from this one, in which this process is `new_rank`
+  // of `new_size` and its old ranks sit where they sat here; the exchanges go through `gather`.
+  std::shared_ptr<CommunicatorImpl> derive(int new_rank, int new_size, std::string context,
+                                           const GatherStrings& gather, const Deadline& deadline,
+                                           Lineage lineage);
   void validate(const CollectiveCall& call) const;
   // The device memory the call's buffers live in, or nullptr for host memory. Throws
   // HM_ERR_INVALID_ARGUMENT when one buffer is on a device and the other is not.
@@ -213,7 +241,7 @@ class CommunicatorImpl : public std::enable_shared_from_this<CommunicatorImpl> {
   hm_status_t error_ = HM_SUCCESS;
   std::string error_message_;
   bool closed_ = false;
-  std::set<int> suspects_;  // peers the router reported failed (not revoked)
+  std::set<int> suspects_;           // peers the router reported failed (not revoked)
   std::condition_variable revoked_;  // error_ became HM_ERR_ABORTED
   std::atomic<std::uint64_t> progress_{0};
   ScratchSpace scratch_;                  // reused by every collective (they run one at a time)

@@ -77,48 +77,18 @@ std::shared_ptr<CommunicatorImpl> CommunicatorImpl::grow(int joining) {
   }
   const int new_size = size_ + joining;
   const Deadline deadline = Deadline::after(timeout_);
-  std::vector<int> who(static_cast<std::size_t>(new_size));
-  for (int i = 0; i < new_size; ++i) who[static_cast<std::size_t>(i)] = i;
   int exchange = 0;
   const GatherStrings gather = [&](const std::string& mine) {
     return store_gather(*store_, fmt::format("{}exchange{}/", seat.prefix, exchange++), rank_,
-                        new_size, mine, deadline, who, nullptr);
+                        new_size, mine, deadline, {}, nullptr);
   };
-  TransportOptions options = transport_options_;
-  options.context = seat.context;
-  WiringFacts facts;
-  const Locality mine = facts_.localities.at(static_cast<std::size_t>(rank_));
-  auto router = wire(
-      rank_, new_size, options, settings_, [&] { return mine; }, gather, deadline, &facts);
-  auto links = topology_links(facts.localities, rank_, topology_, shaping_mode(settings_));
-  router->set_shaping(std::move(links.shapes));
-
-  Params params;
-  params.rank = rank_;
-  params.size = new_size;
-  params.context = options.context;
-  params.router = std::move(router);
-  params.timeout = timeout_;
-  params.chunk_bytes = chunk_bytes_;
-  params.transport_options = transport_options_;
-  params.topology = topology_;
-  params.facts = std::move(facts);
-  // No measured numbers: the joiners have none, and every rank must model the links alike.
-  params.declared = std::move(links.costs);
-  params.settings = settings_;
-  params.store = store_;
-  HM_LOG_INFO("rank {}: grew {} ranks to {}", rank_, size_, new_size);
-  return std::make_shared<CommunicatorImpl>(std::move(params));
+  HM_LOG_INFO("rank {}: growing {} ranks to {}", rank_, size_, new_size);
+  return derive(rank_, new_size, seat.context, gather, deadline, Lineage::kSuperset);
 }
 
 std::shared_ptr<CommunicatorImpl> CommunicatorImpl::join(const ResolvedConfig& config) {
   const Deadline deadline = Deadline::after(config.timeout);
-  std::optional<std::string> route_hint;
-  if (!config.store.host.empty()) route_hint = config.store.host;
-  auto store = std::make_shared<Rendezvous>(
-      config.kv_store
-          ? Rendezvous::brought(config.kv_store, route_hint)
-          : Rendezvous::connect(config.store.host, config.store.port, config.token, deadline));
+  auto store = store_for(config, deadline);
   const std::int64_t number = store->add(kJoinersKey, 1);
   const auto key = seat_key(number);
   if (!ShrinkAgreement::await_counted(*store, key + ".set", deadline, kStorePoll)) {
@@ -131,38 +101,22 @@ std::shared_ptr<CommunicatorImpl> CommunicatorImpl::join(const ResolvedConfig& c
   const int rank = seat.old_size + seat.position;
   const int size = seat.old_size + seat.joining;
   const TransportOptions options = transport_options_for(config, *store, seat.context);
-  std::vector<int> who(static_cast<std::size_t>(size));
-  for (int i = 0; i < size; ++i) who[static_cast<std::size_t>(i)] = i;
   int exchange = 0;
   const GatherStrings gather = [&](const std::string& mine) {
     return store_gather(*store, fmt::format("{}exchange{}/", seat.prefix, exchange++), rank, size,
-                        mine, deadline, who, nullptr);
-  };
-  const LocalitySource locality = [&] {
-    std::string note;
-    Locality mine = topology::rank_locality(config.topology,
-                                            LocalOverrides::from_settings(config.settings), &note);
-    if (!note.empty()) HM_LOG_INFO("joiner (rank {}): {}", rank, note);
-    return mine;
+                        mine, deadline, {}, nullptr);
   };
   WiringFacts facts;
-  auto router = wire(rank, size, options, config.settings, locality, gather, deadline, &facts);
+  auto router = wire(rank, size, options, config.settings, locality_from(config, rank), gather,
+                     deadline, &facts);
   auto links =
       topology_links(facts.localities, rank, config.topology, shaping_mode(config.settings));
   router->set_shaping(std::move(links.shapes));
 
-  Params params;
-  params.rank = rank;
-  params.size = size;
-  params.context = options.context;
+  Params params = params_from(config, rank, size, options);
   params.router = std::move(router);
-  params.timeout = config.timeout;
-  params.chunk_bytes = config.chunk_bytes;
-  params.transport_options = options;
-  params.topology = config.topology;
   params.facts = std::move(facts);
   params.declared = std::move(links.costs);
-  params.settings = config.settings;
   params.store = std::move(store);
   HM_LOG_INFO("joined as rank {} of {}", rank, size);
   return std::make_shared<CommunicatorImpl>(std::move(params));

@@ -81,7 +81,7 @@ std::vector<std::uint64_t> allgather_pairs(detail::CommunicatorImpl& comm,
   gather.recv = all.data();
   gather.count = 2;
   gather.dtype = HM_UINT64;
-  comm.collective(gather, /*blocking=*/true);
+  comm.collective(gather, detail::CallMode::kBlocking);
   return all;
 }
 

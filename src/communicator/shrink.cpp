@@ -121,31 +121,8 @@ std::shared_ptr<CommunicatorImpl> CommunicatorImpl::wire_shrunk(const std::vecto
     return store_gather(*store_, fmt::format("{}exchange{}/", prefix, exchange++), new_rank,
                         new_size, mine, deadline, members, &missing);
   };
-  TransportOptions options = transport_options_;
-  options.context = fmt::format("{}/{}", context_, prefix);
-  WiringFacts facts;
-  const Locality mine = facts_.localities.at(static_cast<std::size_t>(rank_));
-  auto router = wire(
-      new_rank, new_size, options, settings_, [&] { return mine; }, gather, deadline, &facts);
-  auto links = topology_links(facts.localities, new_rank, topology_, shaping_mode(settings_),
-                              &facts_.localities);
-  router->set_shaping(std::move(links.shapes));
-
-  Params params;
-  params.rank = new_rank;
-  params.size = new_size;
-  params.context = options.context;
-  params.router = std::move(router);
-  params.timeout = timeout_;
-  params.chunk_bytes = chunk_bytes_;
-  params.transport_options = transport_options_;
-  params.topology = topology_;
-  params.facts = std::move(facts);
-  params.measured = measured_;
-  params.declared = std::move(links.costs);
-  params.settings = settings_;
-  params.store = store_;
-  return std::make_shared<CommunicatorImpl>(std::move(params));
+  return derive(new_rank, new_size, fmt::format("{}/{}", context_, prefix), gather, deadline,
+                Lineage::kSubset);
 }
 
 }  // namespace holmes::detail

@@ -1,0 +1,85 @@
+// Point to point: messages between two ranks, matched in order per (peer, tag); device buffers
+// travel through a pinned staging slot.
+#include "collectives/staging.hpp"
+#include "communicator/communicator_impl.hpp"
+#include "communicator/runtime.hpp"
+#include "core/dtype.hpp"
+#include "core/status.hpp"
+
+namespace holmes::detail {
+namespace {
+
+// The sequence number of the next point-to-point message with `peer` and `tag`, counted on.
+std::uint64_t next_p2p(std::vector<std::uint64_t>& untagged,
+                       std::map<std::pair<int, std::uint32_t>, std::uint64_t>& tagged, int peer,
+                       std::uint32_t tag) {
+  if (tag == 0) return untagged[static_cast<std::size_t>(peer)]++;
+  return tagged[{peer, tag}]++;
+}
+
+}  // namespace
+
+std::shared_ptr<RequestImpl> CommunicatorImpl::point_to_point(P2pDirection direction,
+                                                              const void* buffer, std::size_t count,
+                                                              hm_dtype_t dtype, int peer,
+                                                              CallMode mode,
+                                                              std::uint32_t user_tag) {
+  const bool is_send = direction == P2pDirection::kSend;
+  const char* name = is_send ? "send" : "recv";
+  require(user_tag <= kMaxUserTag, "{}: tag {} is outside [0, {}]", name, user_tag, kMaxUserTag);
+  require(dtype_valid(dtype), "{}: unknown dtype {} (valid: 0..{})", name, static_cast<int>(dtype),
+          HM_DTYPE_COUNT - 1);
+  require(peer >= 0 && peer < size_, "{}: peer {} is outside [0, {})", name, peer, size_);
+  require(peer != rank_, "{}: peer {} is this rank; messages to self are not supported", name,
+          peer);
+  require(count <= kMaxBufferBytes / dtype_size(dtype), "{}: count {} of {} overflows", name, count,
+          dtype_name(dtype));
+  require(buffer != nullptr || count == 0, "{}: buffer is NULL with count {}", name, count);
+  check_usable();
+  const std::size_t bytes = count * dtype_size(dtype);
+  // Messages between two ranks are matched in order per tag: the n-th send to a peer with a tag
+  // meets that peer's n-th receive from us with that tag. The signature lets the receiver check
+  // count and dtype.
+  const auto signature = collective_signature(CollectiveKind::kBarrier, count, dtype, -1, -1);
+  auto request = std::make_shared<RequestImpl>();
+  request->comm = shared_from_this();
+  request->peer = peer;
+  DeviceMemory* device = Runtime::get().device_memory();
+  if (device != nullptr) {
+    device = bytes > 0 && device->is_device(buffer) ? &device->bound_to(buffer) : nullptr;
+  }
+  // Device buffers travel through a pinned slot: copied out before the send, in after the
+  // receive (in wait()).
+  std::shared_ptr<std::byte> slot;
+  if (device != nullptr) slot = staging(*device).acquire(bytes, Deadline::after(timeout_));
+  if (is_send) {
+    const auto tag = p2p_tag(user_tag, next_p2p(sent_to_, tagged_sent_to_, peer, user_tag));
+    request->what = fmt::format("send to rank {}", peer);
+    const auto* data = static_cast<const std::byte*>(buffer);
+    if (slot) {
+      device->to_host(slot.get(), buffer, bytes);
+      data = slot.get();
+    }
+    request->request = transport_->isend(peer, tag, signature, {data, bytes});
+    if (slot) request->request->on_complete([slot](const Completion&) {});
+  } else {
+    const auto tag =
+        p2p_tag(user_tag, next_p2p(received_from_, tagged_received_from_, peer, user_tag));
+    request->what = fmt::format("recv from rank {}", peer);
+    auto* target = static_cast<std::byte*>(const_cast<void*>(buffer));
+    request->request = transport_->irecv(peer, tag, signature, {slot ? slot.get() : target, bytes});
+    if (slot) {
+      request->finish = [device, target, slot, bytes]() mutable {
+        device->from_host(target, slot.get(), bytes);
+        slot.reset();
+      };
+    }
+  }
+  if (mode == CallMode::kBlocking) {
+    wait(*request);
+    return nullptr;
+  }
+  return request;
+}
+
+}  // namespace holmes::detail
