@@ -105,7 +105,7 @@ for i in $(seq 1 "$REPEAT"); do
   echo "== tcp, 4 ranks: rank 2 frozen, woken after the shrink (run $i/$REPEAT)"
   run_case "stop-tcp-$i" stop 4 tcp 2
   expect_contains "$WORK/stop-tcp-$i.2" "left out after waking, as expected"
-  for layout in "tcp 8 5" "shm 4 2" "mixed 4 2"; do
+  for layout in "tcp 8 5" "shm 4 2" "shm 8 5" "mixed 4 2" "mixed 8 5"; do
     set -- $layout
     echo "== $1, $2 ranks: rank $3 frozen, woken after the shrink (run $i/$REPEAT)"
     run_case "stop-$1-$2-$i" stop "$2" "$1" "$3"
