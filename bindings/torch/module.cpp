@@ -8,8 +8,12 @@
 #include <torch/csrc/utils/pybind.h>
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
 
+#include <array>
+#include <cstdint>
 #include <map>
+#include <memory>
 #include <string>
+#include <vector>
 
 #include "process_group_holmes.hpp"
 
@@ -84,35 +88,121 @@ ModelDescription model_from(const py::dict& fields) {
   return m;
 }
 
-// Collective over the group: the plan, and where this rank sits in it (for each placement).
-py::dict plan(const py::object& group, const py::dict& fields, bool naive) {
+// A plan of a holmes group, with that group (its communicator is the plan's world: the plan's
+// groups are splits of it) and every rank's place in it.
+struct PlanHandle {
+  Plan plan;
+  py::object world;
+  std::vector<std::array<int, 3>> roles;  // per rank of the world: stage, tp rank, dp rank
+};
+
+std::runtime_error planning_failed(const char* what, const Error& e) {
+  return std::runtime_error(std::string("holmes backend: ") + what + " failed (" +
+                            hm_status_string(e.status()) + "): " + e.what());
+}
+
+// Collective over the plan's world (GIL released): every rank's stage, tp and dp rank.
+std::vector<std::array<int, 3>> gather_roles(Communicator& world, const PlanRank& r) {
+  const std::array<std::int32_t, 3> mine = {r.stage, r.tp_rank, r.dp_rank};
+  std::vector<std::int32_t> all(3 * static_cast<std::size_t>(world.size()));
+  world.allgather(mine.data(), all.data(), 3, HM_INT32);
+  std::vector<std::array<int, 3>> roles;
+  for (std::size_t i = 0; i < all.size(); i += 3) roles.push_back({all[i], all[i + 1], all[i + 2]});
+  return roles;
+}
+
+// Collective over the group: the plan (Holmes's placement, or the naive one it compares with).
+std::shared_ptr<PlanHandle> plan(const py::object& group, const py::dict& fields, bool naive) {
   auto& pg = holmes_group(group);
   const ModelDescription model = model_from(fields);
+  auto handle = std::make_shared<PlanHandle>();
+  handle->world = group;
+  py::gil_scoped_release release;
+  try {
+    handle->plan = Plan::create(pg.communicator(), model);
+    if (naive) handle->plan.select(HM_PLACEMENT_NAIVE);
+    handle->roles = gather_roles(pg.communicator(), handle->plan.rank());
+  } catch (const Error& e) {
+    py::gil_scoped_acquire acquire;
+    throw planning_failed("planning", e);
+  }
+  return handle;
+}
+
+// Where this rank sits in the plan, the plan itself (JSON) and every rank's role.
+py::dict plan_info(const PlanHandle& h) {
+  const PlanRank r = h.plan.rank();
   py::dict out;
+  out["stage"] = r.stage;
+  out["num_stages"] = r.num_stages;
+  out["first_layer"] = r.first_layer;
+  out["num_layers"] = r.num_layers;
+  out["tp_rank"] = r.tp_rank;
+  out["tp_size"] = r.tp_size;
+  out["dp_rank"] = r.dp_rank;
+  out["dp_size"] = r.dp_size;
+  out["micro_batches"] = r.micro_batches;
+  out["json"] = h.plan.json();
+  out["predicted_step_seconds"] = h.plan.predicted_step_seconds();
+  out["naive_step_seconds"] = h.plan.naive_step_seconds();
+  py::list roles;
+  for (const auto& [stage, tp, dp] : h.roles) roles.append(py::make_tuple(stage, tp, dp));
+  out["roles"] = roles;
+  return out;
+}
+
+// Collective over `survivors` (a holmes group of the plan's world's survivors in its order): the
+// same model placed on them (hm_plan_replan).
+std::shared_ptr<PlanHandle> replan(const PlanHandle& h, const py::object& survivors) {
+  auto& pg = holmes_group(survivors);
+  auto handle = std::make_shared<PlanHandle>();
+  handle->world = survivors;
+  py::gil_scoped_release release;
+  try {
+    handle->plan = h.plan.replan(pg.communicator());
+    handle->roles = gather_roles(pg.communicator(), handle->plan.rank());
+  } catch (const Error& e) {
+    py::gil_scoped_acquire acquire;
+    throw planning_failed("re-planning", e);
+  }
+  return handle;
+}
+
+// Collective over the plan's world: this rank's group of a kind as a holmes process group (not
+// registered with torch), or None for a re-plan's spare.
+py::object plan_group(const PlanHandle& h, const std::string& kind) {
+  static const std::map<std::string, hm_group_t> kinds = {
+      {"tensor", HM_GROUP_TENSOR}, {"pipeline", HM_GROUP_PIPELINE}, {"data", HM_GROUP_DATA}};
+  const auto it = kinds.find(kind);
+  if (it == kinds.end()) {
+    throw py::value_error("unknown group kind '" + kind + "' (tensor, pipeline or data)");
+  }
+  auto& world = holmes_group(h.world);
+  Communicator comm;
   {
     py::gil_scoped_release release;
     try {
-      Plan p = Plan::create(pg.communicator(), model);
-      if (naive) p.select(HM_PLACEMENT_NAIVE);
-      const PlanRank r = p.rank();
-      py::gil_scoped_acquire acquire;
-      out["stage"] = r.stage;
-      out["num_stages"] = r.num_stages;
-      out["first_layer"] = r.first_layer;
-      out["num_layers"] = r.num_layers;
-      out["tp_rank"] = r.tp_rank;
-      out["tp_size"] = r.tp_size;
-      out["dp_rank"] = r.dp_rank;
-      out["dp_size"] = r.dp_size;
-      out["micro_batches"] = r.micro_batches;
-      out["json"] = p.json();
-      out["predicted_step_seconds"] = p.predicted_step_seconds();
-      out["naive_step_seconds"] = p.naive_step_seconds();
+      comm = h.plan.communicator(it->second);
     } catch (const Error& e) {
       py::gil_scoped_acquire acquire;
-      throw std::runtime_error(std::string("holmes backend: planning failed (") +
-                               hm_status_string(e.status()) + "): " + e.what());
+      throw planning_failed("making the plan's groups", e);
     }
+  }
+  if (!comm.valid()) return py::none();
+  c10::intrusive_ptr<BackendBase> group =
+      c10::make_intrusive<ProcessGroupHolmes>(std::move(comm), world.timeout());
+  return py::cast(group);
+}
+
+// The layers `rank` of the plan's world fetches after a re-plan: (first, count, source rank).
+py::list layer_sources(const PlanHandle& h, int rank) {
+  py::list out;
+  try {
+    for (const auto& s : h.plan.layer_sources(rank)) {
+      out.append(py::make_tuple(s.first_layer, s.num_layers, s.rank));
+    }
+  } catch (const Error& e) {
+    throw py::value_error(std::string("holmes backend: layer_sources: ") + e.what());
   }
   return out;
 }
@@ -159,6 +249,15 @@ PYBIND11_MODULE(_holmes_torch, m) {
   m.def("create_backend", &create_process_group_holmes, py::arg("store"), py::arg("rank"),
         py::arg("size"), py::arg("timeout"), py::call_guard<py::gil_scoped_release>(),
         "The creator torch.distributed calls: (store, rank, world_size, timeout)");
+  py::class_<PlanHandle, std::shared_ptr<PlanHandle>>(m, "Plan",
+                                                      "A plan of a holmes group (holmes.torch)")
+      .def("info", &plan_info, "this rank's place, the plan as JSON, every rank's role")
+      .def("replan", &replan, py::arg("survivors"),
+           "Collective over the survivors' holmes group: the model placed on them")
+      .def("group", &plan_group, py::arg("kind"),
+           "Collective over the plan's world: this rank's group of a kind (None: a spare)")
+      .def("layer_sources", &layer_sources, py::arg("rank"),
+           "After a re-plan: (first layer, count, source rank) that `rank` fetches");
   m.def("plan", &plan, py::arg("group"), py::arg("model"), py::arg("naive") = false,
         "Collective over a holmes group: the planner's placement of a model on it");
   m.def("revoke", &revoke_group, py::arg("group"),

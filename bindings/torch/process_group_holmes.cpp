@@ -587,9 +587,15 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHolmes::recv(std::vector<at::Tensor>&
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupHolmes::recvAnysource(std::vector<at::Tensor>& tensors,
                                                                  int tag) {
-  single("recv", tensors);
-  TORCH_CHECK(false, "holmes backend: recv from any source (src=None, tag ", tag,
-              ") is not supported: name the source rank");
+  const at::Tensor t = single("recv from any source", tensors);
+  TORCH_CHECK(tag >= 0 && tag <= kMaxUserTag, "holmes backend: recv from any source: tag ", tag,
+              " is outside [0, ", kMaxUserTag, "]");
+  return launch(c10d::OpType::RECVANYSOURCE, "recv from any source", {t}, [&](HolmesWork& w) {
+    post_recv(w, t, HM_ANY_SOURCE, static_cast<std::uint32_t>(tag));
+    // Holmes names the sender once the message is in; dist.recv returns it (Work::sourceRank).
+    add_finish(
+        w, [&w, index = w.requests.size() - 1] { w.source_rank_ = w.requests[index].source(); });
+  });
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupHolmes::barrier(const c10d::BarrierOptions& /*opts*/) {

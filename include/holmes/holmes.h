@@ -335,10 +335,18 @@ HM_API hm_status_t hm_reduce(hm_comm_t comm, const void* sendbuf, void* recvbuf,
 HM_API hm_status_t hm_alltoall(hm_comm_t comm, const void* sendbuf, void* recvbuf, size_t count,
                                hm_dtype_t dtype);
 /* Point to point. Messages between two ranks arrive in the order they were sent; the receiver's
- * count must equal the sender's (HM_ERR_MISMATCH otherwise). */
+ * count must equal the sender's (HM_ERR_MISMATCH otherwise). A receive from HM_ANY_SOURCE takes
+ * the first message to arrive from any rank that no other receive has taken (each rank's own
+ * messages still in the order it sent them); hm_recv_any and hm_irecv_any also say which rank
+ * sent it. Any-source receives take messages in the order they were posted; a receive from a
+ * named rank posted while one waits takes that rank's next message that has not yet arrived. */
+#define HM_ANY_SOURCE (-2)
 HM_API hm_status_t hm_send(hm_comm_t comm, const void* buf, size_t count, hm_dtype_t dtype,
                            int peer);
 HM_API hm_status_t hm_recv(hm_comm_t comm, void* buf, size_t count, hm_dtype_t dtype, int peer);
+/* A receive from any source; *source is set to the sender's rank. */
+HM_API hm_status_t hm_recv_any(hm_comm_t comm, void* buf, size_t count, hm_dtype_t dtype,
+                               int* source);
 HM_API hm_status_t hm_barrier(hm_comm_t comm);
 
 /* ---------------------------------------------------------------------------------------------
@@ -362,6 +370,10 @@ HM_API hm_status_t hm_isend(hm_comm_t comm, const void* buf, size_t count, hm_dt
                             int peer, hm_request_t* request);
 HM_API hm_status_t hm_irecv(hm_comm_t comm, void* buf, size_t count, hm_dtype_t dtype, int peer,
                             hm_request_t* request);
+/* *source, like the buffer, belongs to the library until the request completes: hm_wait or
+ * hm_test reporting it done successfully have set it to the sender's rank. */
+HM_API hm_status_t hm_irecv_any(hm_comm_t comm, void* buf, size_t count, hm_dtype_t dtype,
+                                int* source, hm_request_t* request);
 HM_API hm_status_t hm_ibarrier(hm_comm_t comm, hm_request_t* request);
 
 /* Waits (up to the communicator's timeout) for the request, releases it and sets *request to

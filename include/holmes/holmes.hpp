@@ -138,6 +138,9 @@ class HM_API Request {
   // True once complete (throws holmes::Error when it failed); never blocks.
   bool test();
   bool valid() const { return impl_ != nullptr; }
+  // A receive's sender: the rank it named, or for HM_ANY_SOURCE the rank whose message it took
+  // (known once wait() returned or test() said true; -1 before). -1 for other requests.
+  int source() const;
 
  private:
   friend class Communicator;
@@ -226,7 +229,8 @@ class HM_API Communicator {
   // Tagged point to point (MPI's and torch.distributed's tags, 0 .. 2^30 - 1): messages from one
   // rank to another with the same tag arrive in the order they were sent; a receive with tag t
   // takes the first unmatched message with tag t, whatever was sent before it with other tags.
-  // The untagged calls use tag 0.
+  // The untagged calls use tag 0. Receives take peer HM_ANY_SOURCE as hm_recv does (the first
+  // message with tag t to arrive from any rank; Request::source() names it).
   Request isend(const void* buffer, std::size_t count, hm_dtype_t dtype, int peer,
                 std::uint32_t tag);
   Request irecv(void* buffer, std::size_t count, hm_dtype_t dtype, int peer, std::uint32_t tag);

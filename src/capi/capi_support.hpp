@@ -25,6 +25,7 @@ struct hm_comm {
 
 struct hm_request {
   holmes::Request request;
+  int* source = nullptr;  // hm_irecv_any: set to the sender once the receive completes
 };
 
 // What hm_config_set stored: the settings by name, as holmes::Config holds them.

@@ -339,6 +339,15 @@ hm_status_t hm_recv(hm_comm_t comm, void* buf, size_t count, hm_dtype_t dtype, i
   return guarded("hm_recv", [&] { comm_of(comm).recv(buf, count, dtype, peer); });
 }
 
+hm_status_t hm_recv_any(hm_comm_t comm, void* buf, size_t count, hm_dtype_t dtype, int* source) {
+  return guarded("hm_recv_any", [&] {
+    require_out(source, "source");
+    auto request = comm_of(comm).irecv(buf, count, dtype, HM_ANY_SOURCE);
+    request.wait();
+    *source = request.source();
+  });
+}
+
 hm_status_t hm_barrier(hm_comm_t comm) {
   return guarded("hm_barrier", [&] { comm_of(comm).barrier(); });
 }
@@ -397,6 +406,17 @@ hm_status_t hm_irecv(hm_comm_t comm, void* buf, size_t count, hm_dtype_t dtype, 
                        [&](holmes::Communicator& c) { return c.irecv(buf, count, dtype, peer); });
 }
 
+hm_status_t hm_irecv_any(hm_comm_t comm, void* buf, size_t count, hm_dtype_t dtype, int* source,
+                         hm_request_t* request) {
+  return guarded("hm_irecv_any", [&] {
+    require_out(source, "source");
+    require_out(request, "request");
+    *request = nullptr;
+    auto r = comm_of(comm).irecv(buf, count, dtype, HM_ANY_SOURCE);
+    *request = new hm_request{std::move(r), source};
+  });
+}
+
 hm_status_t hm_ibarrier(hm_comm_t comm, hm_request_t* request) {
   return start_request("hm_ibarrier", comm, request,
                        [&](holmes::Communicator& c) { return c.ibarrier(); });
@@ -410,7 +430,10 @@ hm_status_t hm_wait(hm_request_t* request) {
     *request = nullptr;
   });
   if (checked != HM_SUCCESS) return checked;
-  const hm_status_t status = guarded("hm_wait", [&] { owned->request.wait(); });
+  const hm_status_t status = guarded("hm_wait", [&] {
+    owned->request.wait();
+    if (owned->source != nullptr) *owned->source = owned->request.source();
+  });
   delete owned;
   return status;
 }
@@ -424,6 +447,8 @@ hm_status_t hm_test(hm_request_t* request, int* done) {
     // A failed operation throws here; it is finished all the same.
     finished = true;
     finished = (*request)->request.test();
+    if (finished && (*request)->source != nullptr)
+      *(*request)->source = (*request)->request.source();
   });
   if (finished && request != nullptr && *request != nullptr) {
     *done = 1;

@@ -24,6 +24,8 @@ bool Request::test() {
   return impl_->comm->test(*impl_);
 }
 
+int Request::source() const { return impl_ && impl_->receive && !impl_->any ? impl_->peer : -1; }
+
 Communicator::Communicator(std::shared_ptr<CommunicatorImpl> impl) : impl_(std::move(impl)) {}
 Communicator::Communicator(Communicator&&) noexcept = default;
 Communicator& Communicator::operator=(Communicator&& other) noexcept {

@@ -36,8 +36,7 @@ CommunicatorImpl::CommunicatorImpl(Params params)
       settings_(std::move(params.settings)),
       forced_(params.facts.forced),
       store_(std::move(params.store)),
-      sent_to_(static_cast<std::size_t>(size_), 0),
-      received_from_(static_cast<std::size_t>(size_), 0) {
+      sent_to_(static_cast<std::size_t>(size_), 0) {
   cost_model_.chunk_bytes = static_cast<double>(chunk_bytes_);
   if (facts_.localities.size() != static_cast<std::size_t>(size_)) {
     facts_.localities.assign(static_cast<std::size_t>(size_),

@@ -44,16 +44,30 @@ namespace holmes::detail {
 
 class CommunicatorImpl;
 
+// A receive from any source (HM_ANY_SOURCE) until it knows its message (any_source.cpp): its
+// ticket in the arrival order and what to post once the ticket names the message.
+struct AnySourceReceive {
+  std::shared_ptr<ArrivalOrder::Ticket> ticket;
+  std::span<std::byte> into;  // the caller's buffer, or the pinned slot of a device buffer
+  std::uint32_t signature = 0;
+};
+
 // A nonblocking operation as the API hands it out.
 struct RequestImpl {
+  // Dropping an any-source receive that has no message withdraws it; one that has a message
+  // posts its receive, which runs to its end as every detached request does.
+  ~RequestImpl();
+
   std::shared_ptr<CommunicatorImpl> comm;
-  CompletionPtr request;
+  CompletionPtr request;    // nullptr while `any` waits for its message
   bool collective = false;  // runs on the op queue (else: a point-to-point transfer)
-  int peer = -1;            // point-to-point only
+  int peer = -1;            // point-to-point only; an any-source receive's once it has a message
+  bool receive = false;     // a point-to-point receive
   std::string what;         // e.g. "hm_isend to rank 3"
   // Runs once after the operation succeeded, before wait() returns (a staged device receive
   // copies its data in here).
   std::function<void()> finish;
+  std::unique_ptr<AnySourceReceive> any;
 };
 
 using holmes::CollectiveCall;
@@ -125,7 +139,9 @@ class CommunicatorImpl : public std::enable_shared_from_this<CommunicatorImpl> {
   // Validates, then runs the collective now (after any queued nonblocking ones) when blocking,
   // or queues it and returns its request.
   std::shared_ptr<RequestImpl> collective(const CollectiveCall& call, CallMode mode);
-  // Messages from one rank to another with the same tag (0 .. kMaxUserTag) arrive in order.
+  // Messages from one rank to another with the same tag (0 .. kMaxUserTag) arrive in order. A
+  // receive from HM_ANY_SOURCE takes the first message with its tag to arrive from any peer
+  // (transports/arrival_order.hpp).
   std::shared_ptr<RequestImpl> point_to_point(P2pDirection direction, const void* buffer,
                                               std::size_t count, hm_dtype_t dtype, int peer,
                                               CallMode mode, std::uint32_t tag = 0);
@@ -133,6 +149,12 @@ class CommunicatorImpl : public std::enable_shared_from_this<CommunicatorImpl> {
   // Throw holmes::Error when the operation failed or the wait timed out.
   void wait(RequestImpl& request);
   bool test(RequestImpl& request);
+  // An any-source receive: once its ticket has a message (waiting up to the timeout when
+  // `block`), posts the receive of it and returns true; false when not blocking and it has none
+  // yet. Throws holmes::Error when the ticket failed or the wait timed out (any_source.cpp).
+  bool resolve_source(RequestImpl& request, bool block);
+  // A dropped any-source receive (~RequestImpl): withdrawn, or its receive posted. Never throws.
+  void abandon_source(RequestImpl& request) noexcept;
 
   void abort() noexcept;
   // abort(), telling every peer (Router::revoke): theirs is revoked as their notice arrives.
@@ -230,12 +252,10 @@ class CommunicatorImpl : public std::enable_shared_from_this<CommunicatorImpl> {
   std::uint64_t shrinks_ = 0;
   std::uint64_t grows_ = 0;
   std::shared_ptr<Rendezvous> store_;
-  // Point-to-point messages so far per peer and tag: tag 0 (the common case) in a vector, the
-  // others in maps.
+  // Point-to-point messages sent so far per peer and tag: tag 0 (the common case) in a vector,
+  // the others in a map. Receives take theirs from the router's ArrivalOrder.
   std::vector<std::uint64_t> sent_to_;
-  std::vector<std::uint64_t> received_from_;
   std::map<std::pair<int, std::uint32_t>, std::uint64_t> tagged_sent_to_;
-  std::map<std::pair<int, std::uint32_t>, std::uint64_t> tagged_received_from_;
 
   mutable std::mutex state_mutex_;
   hm_status_t error_ = HM_SUCCESS;

@@ -182,6 +182,7 @@ void CommunicatorImpl::wait(RequestImpl& r) {
     if (r.request->status() != HM_SUCCESS) throw Error(r.request->status(), r.request->message());
     return;
   }
+  if (r.any) resolve_source(r, /*block=*/true);
   if (!r.request->wait_until(Deadline::after(timeout_), transport_->yield_before_sleep(r.peer))) {
     const auto message = fmt::format("{} on rank {}: timed out after {} ms ({})", r.what, rank_,
                                      timeout_.count(), transport_->link(r.peer).description);
@@ -202,6 +203,7 @@ void CommunicatorImpl::wait(RequestImpl& r) {
 }
 
 bool CommunicatorImpl::test(RequestImpl& r) {
+  if (r.any && !resolve_source(r, /*block=*/false)) return false;
   if (!r.request->done()) return false;
   wait(r);  // done: returns at once, or throws its error
   return true;

@@ -26,10 +26,15 @@ std::shared_ptr<RequestImpl> CommunicatorImpl::point_to_point(P2pDirection direc
                                                               std::uint32_t user_tag) {
   const bool is_send = direction == P2pDirection::kSend;
   const char* name = is_send ? "send" : "recv";
+  const bool any_source = peer == HM_ANY_SOURCE;
   require(user_tag <= kMaxUserTag, "{}: tag {} is outside [0, {}]", name, user_tag, kMaxUserTag);
   require(dtype_valid(dtype), "{}: unknown dtype {} (valid: 0..{})", name, static_cast<int>(dtype),
           HM_DTYPE_COUNT - 1);
-  require(peer >= 0 && peer < size_, "{}: peer {} is outside [0, {})", name, peer, size_);
+  require(!(any_source && is_send), "send: HM_ANY_SOURCE names no peer (it is for receives)");
+  require(!any_source || size_ > 1,
+          "recv from HM_ANY_SOURCE: rank {} is alone in its communicator, nobody can send", rank_);
+  require(any_source || (peer >= 0 && peer < size_), "{}: peer {} is outside [0, {})", name, peer,
+          size_);
   require(peer != rank_, "{}: peer {} is this rank; messages to self are not supported", name,
           peer);
   require(count <= kMaxBufferBytes / dtype_size(dtype), "{}: count {} of {} overflows", name, count,
@@ -43,7 +48,8 @@ std::shared_ptr<RequestImpl> CommunicatorImpl::point_to_point(P2pDirection direc
   const auto signature = collective_signature(CollectiveKind::kBarrier, count, dtype, -1, -1);
   auto request = std::make_shared<RequestImpl>();
   request->comm = shared_from_this();
-  request->peer = peer;
+  request->peer = any_source ? -1 : peer;
+  request->receive = !is_send;
   DeviceMemory* device = Runtime::get().device_memory();
   if (device != nullptr) {
     device = bytes > 0 && device->is_device(buffer) ? &device->bound_to(buffer) : nullptr;
@@ -63,11 +69,19 @@ std::shared_ptr<RequestImpl> CommunicatorImpl::point_to_point(P2pDirection direc
     request->request = transport_->isend(peer, tag, signature, {data, bytes});
     if (slot) request->request->on_complete([slot](const Completion&) {});
   } else {
-    const auto tag =
-        p2p_tag(user_tag, next_p2p(received_from_, tagged_received_from_, peer, user_tag));
-    request->what = fmt::format("recv from rank {}", peer);
     auto* target = static_cast<std::byte*>(const_cast<void*>(buffer));
-    request->request = transport_->irecv(peer, tag, signature, {slot ? slot.get() : target, bytes});
+    const std::span<std::byte> into{slot ? slot.get() : target, bytes};
+    if (any_source) {
+      // Posted once the arrival order names its message (resolve_source).
+      request->what = user_tag == 0 ? std::string("recv from any source")
+                                    : fmt::format("recv from any source with tag {}", user_tag);
+      request->any = std::make_unique<AnySourceReceive>(
+          AnySourceReceive{transport_->arrivals().expect_any(user_tag), into, signature});
+    } else {
+      const auto tag = p2p_tag(user_tag, transport_->arrivals().claim(peer, user_tag));
+      request->what = fmt::format("recv from rank {}", peer);
+      request->request = transport_->irecv(peer, tag, signature, into);
+    }
     if (slot) {
       request->finish = [device, target, slot, bytes]() mutable {
         device->from_host(target, slot.get(), bytes);

@@ -135,6 +135,8 @@ void Matcher::fail_current(const std::string& message) {
 void Matcher::note_arrival(int peer, std::uint64_t tag, std::uint32_t signature) {
   if (const auto slot = collective_slot(tag)) {
     consider(*slot, Evidence{peer, signature, std::nullopt, -1});
+  } else if (tag_kind(tag) == TagKind::kPointToPoint) {
+    if (arrival_listener_) arrival_listener_(peer, tag);
   } else {
     on_control(peer, tag, signature);  // a malformed one is refused when it is delivered
   }
@@ -185,6 +187,9 @@ std::optional<Matcher::Landing> Matcher::land_fragment(int peer, const FragmentH
   if (fresh) {
     entry->second.total = h.total;
     entry->second.signature = h.signature;
+    if (arrival_listener_ && tag_kind(h.tag) == TagKind::kPointToPoint) {
+      arrival_listener_(peer, h.tag);
+    }
   } else if (entry->second.total != h.total || entry->second.signature != h.signature) {
     return std::nullopt;
   }

@@ -83,6 +83,14 @@ class Matcher {
   using PeerNamer = std::function<std::string(int peer)>;
   explicit Matcher(PeerNamer namer) : namer_(std::move(namer)) {}
 
+  // Told of every point-to-point message (tag kind 01) that starts to arrive before its receive
+  // is posted: once when land() or deliver() first keeps a fragment of it, and on each
+  // note_arrival() (receives from any source take messages in this order: arrival_order.hpp).
+  // Called on the caller's thread, inside land(), deliver() or note_arrival(): it must not call
+  // back into the matcher. Set before any fragment arrives.
+  using ArrivalListener = std::function<void(int peer, std::uint64_t tag)>;
+  void set_arrival_listener(ArrivalListener listener) { arrival_listener_ = std::move(listener); }
+
   // Where an arriving fragment's payload must be written.
   struct Landing {
     std::byte* target = nullptr;        // nullptr with no piece: read and discard the payload
@@ -198,6 +206,7 @@ class Matcher {
   static void finish_combine(Posted& r);
 
   PeerNamer namer_;
+  ArrivalListener arrival_listener_;
   std::unordered_map<Key, Posted, KeyHash> posted_;
   std::unordered_map<Key, Unexpected, KeyHash> unexpected_;
   std::size_t unexpected_bytes_ = 0;

@@ -8,7 +8,10 @@ namespace holmes {
 
 Router::Router(int rank, std::vector<std::unique_ptr<Transport>> transports,
                std::vector<Route> routes, const std::vector<std::vector<std::string>>& addresses)
-    : rank_(rank), transports_(std::move(transports)), routes_(std::move(routes)) {
+    : rank_(rank),
+      arrivals_(static_cast<int>(routes.size())),
+      transports_(std::move(transports)),
+      routes_(std::move(routes)) {
   transports_.resize(std::size(kAllTransportKinds));
   auto& tcp = transports_[static_cast<std::size_t>(TransportKind::kTcp)];
   if (!tcp) fail(HM_ERR_INTERNAL, "router without its tcp control plane");
@@ -64,8 +67,14 @@ Router::Router(int rank, std::vector<std::unique_ptr<Transport>> transports,
     if (kind != TransportKind::kTcp) {
       transports_[static_cast<std::size_t>(kind)]->fail_peer(peer, status, message);
     }
+    arrivals_.peer_failed(peer, status, message);
     if (observer_) observer_(peer, status, message);
   });
+  for (auto& t : transports_) {
+    if (t)
+      t->set_arrival_listener(
+          [this](int peer, std::uint64_t tag) { arrivals_.arrived(peer, tag); });
+  }
   for (std::size_t k = 0; k < transports_.size(); ++k) {
     if (transports_[k]) transports_[k]->set_peers(rank_, addresses.at(k));
   }
@@ -138,6 +147,7 @@ void Router::shutdown(hm_status_t status, const std::string& why, ShutdownWait w
   // Data transports first: their goodbyes should reach peers before the control plane closes,
   // or peers read the tcp close as a failure. The shaper before them: nothing it holds may reach
   // a transport after that one's shutdown.
+  arrivals_.close(status, why);
   if (shaper_) shaper_->shutdown(status, why, wait);
   for (std::size_t k = transports_.size(); k-- > 0;) {
     if (transports_[k]) transports_[k]->shutdown(status, why, wait);
@@ -148,6 +158,7 @@ void Router::revoke(const std::string& why) {
   // The notices through the control plane first, which reaches every peer: a peer should hear
   // "revoked" before it sees this rank's data transports close (which it would take for a
   // failure). Then the shaper and the data transports as on any shutdown.
+  arrivals_.close(HM_ERR_ABORTED, why);
   for (const auto& t : transports_) {
     if (auto* revocation = t ? capability<PeerRevocation>(*t) : nullptr) revocation->revoke(why);
   }

@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "transports/arrival_order.hpp"
 #include "transports/capabilities.hpp"
 #include "transports/common/combined_progress.hpp"
 #include "transports/kinds.hpp"
@@ -66,6 +67,9 @@ class Router final : public CallerDrive {
   void set_failure_observer(Transport::PeerFailureListener observer);
   LinkProperties link(int peer) const;
   void fail_peer(int peer, hm_status_t status, const std::string& message);
+  // Which point-to-point message each receive takes, from the order every carrier sees them
+  // arrive in (receives from any source).
+  ArrivalOrder& arrivals() { return arrivals_; }
 
   // CallerDrive, over the carriers the caller can drive (driven()).
   void begin_caller_drive() override;
@@ -97,6 +101,8 @@ class Router final : public CallerDrive {
   std::span<CallerDrive* const> driven() const;
 
   int rank_;
+  // Before the transports: their threads report arrivals into it until they are gone.
+  ArrivalOrder arrivals_;
   std::vector<std::unique_ptr<Transport>> transports_;
   std::vector<Carrier> kinds_;  // indexed by TransportKind, like transports_
   std::vector<Route> routes_;

@@ -60,6 +60,13 @@ class Transport {
   // traffic on the transports that cannot see it go (shm, ucx).
   virtual void set_peer_failure_listener(PeerFailureListener listener) = 0;
 
+  // Told, on the transport's thread, of every point-to-point message (tag kind 01) that starts
+  // to arrive before its receive is posted: how receives from any source learn the order
+  // messages arrive in (arrival_order.hpp). The listener must not block or call the transport.
+  // Set before set_peers; every transport that matches messages hands it to its Matcher.
+  using ArrivalListener = std::function<void(int peer, std::uint64_t tag)>;
+  virtual void set_arrival_listener(ArrivalListener listener) = 0;
+
   // This endpoint's rank and where every rank listens (index = rank). An empty address marks a
   // peer this transport does not serve (another transport carries its traffic). Called once,
   // before any isend/irecv; until then, incoming connections wait.

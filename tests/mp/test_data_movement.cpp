@@ -2,7 +2,9 @@
 // element checked against the value its source rank wrote.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
+#include <cstdint>
 #include <cstring>
 #include <thread>
 #include <tuple>
@@ -235,6 +237,154 @@ TEST(SendRecvOrderTest, TagsAreMatchedIndependently) {
     EXPECT_EQ(in[m].back(), previous * 100 + static_cast<int>(m)) << "message " << m;
   }
   for (auto& q : requests) q.wait();
+}
+
+// Receives from any source (HM_ANY_SOURCE): every message is taken exactly once, each sender's
+// in the order it sent them, whether the receive was posted before the message came or after;
+// Request::source() names the sender. 400 KB messages travel in several fragments, so the
+// senders' fragments interleave at the receiver.
+TEST(AnySourceTest, TakesEveryMessageOnceInEachSendersOrder) {
+  auto& comm = world();
+  const int n = comm.size();
+  if (n == 1) return;
+  const int r = comm.rank();
+  constexpr int kPerPhase = 2;
+  constexpr std::size_t kCount = 100000;
+  constexpr std::uint32_t kTag = 3;
+  auto value = [](int sender, int m) { return sender * 1000 + m; };
+  const auto senders = static_cast<std::size_t>(n - 1);
+  std::vector<int> taken(static_cast<std::size_t>(n), 0);  // rank 0: messages taken per sender
+  // Checks a message rank 0 took: its sender's next one, whole.
+  auto check = [&](const std::vector<std::int32_t>& in, int source) {
+    ASSERT_TRUE(source >= 1 && source < n) << "source " << source;
+    const int m = taken[static_cast<std::size_t>(source)]++;
+    EXPECT_EQ(std::count(in.begin(), in.end() - 1, value(source, m)),
+              static_cast<std::ptrdiff_t>(kCount - 1))
+        << "message " << m << " of rank " << source;
+    EXPECT_EQ(in.back(), -value(source, m)) << "message " << m << " of rank " << source;
+  };
+  std::vector<std::vector<std::int32_t>> out(2 * kPerPhase);
+  std::vector<Request> sent;
+  auto send_phase = [&](int phase) {
+    for (int m = phase * kPerPhase; m < (phase + 1) * kPerPhase; ++m) {
+      auto& message = out[static_cast<std::size_t>(m)];
+      message.assign(kCount, value(r, m));
+      message.back() = -value(r, m);
+      sent.push_back(comm.isend(message.data(), kCount, HM_INT32, 0, kTag));
+    }
+  };
+  // Phase 0: every receive is posted before anything is sent.
+  std::vector<std::vector<std::int32_t>> in(kPerPhase * senders,
+                                            std::vector<std::int32_t>(kCount, -1));
+  std::vector<Request> posted;
+  if (r == 0) {
+    for (auto& buffer : in) {
+      posted.push_back(comm.irecv(buffer.data(), kCount, HM_INT32, HM_ANY_SOURCE, kTag));
+      EXPECT_EQ(posted.back().source(), -1);
+    }
+  }
+  comm.barrier();
+  if (r != 0) send_phase(0);
+  for (std::size_t i = 0; i < posted.size(); ++i) {
+    posted[i].wait();
+    check(in[i], posted[i].source());
+  }
+  // Phase 1: the messages are sent (and may have arrived) before their receives are posted.
+  if (r != 0) send_phase(1);
+  comm.barrier();
+  if (r == 0) {
+    for (std::size_t i = 0; i < kPerPhase * senders; ++i) {
+      std::vector<std::int32_t> buffer(kCount, -1);
+      auto q = comm.irecv(buffer.data(), kCount, HM_INT32, HM_ANY_SOURCE, kTag);
+      q.wait();
+      check(buffer, q.source());
+    }
+    for (int s = 1; s < n; ++s) EXPECT_EQ(taken[static_cast<std::size_t>(s)], 2 * kPerPhase);
+  }
+  for (auto& q : sent) q.wait();
+  comm.barrier();
+}
+
+// With one sender at a time, the any-source receive posted before it sent names that sender.
+TEST(AnySourceTest, NamesTheRankThatSent) {
+  auto& comm = world();
+  const int n = comm.size();
+  if (n == 1) return;
+  const int r = comm.rank();
+  constexpr std::uint32_t kData = 4;
+  constexpr std::uint32_t kGo = 5;
+  for (int s = n - 1; s >= 1; --s) {
+    std::int64_t go = s;
+    if (r == 0) {
+      std::int64_t got = -1;
+      auto q = comm.irecv(&got, 1, HM_INT64, HM_ANY_SOURCE, kData);
+      comm.isend(&go, 1, HM_INT64, s, kGo).wait();
+      q.wait();
+      EXPECT_EQ(q.source(), s);
+      EXPECT_EQ(got, 100 + s);
+    } else if (r == s) {
+      std::int64_t told = -1;
+      comm.irecv(&told, 1, HM_INT64, 0, kGo).wait();
+      EXPECT_EQ(told, s);
+      const std::int64_t mine = 100 + s;
+      comm.isend(&mine, 1, HM_INT64, 0, kData).wait();
+    }
+  }
+  comm.barrier();
+}
+
+// Named and any-source receives of one tag share the sender's order: neither takes a message
+// twice or skips one. A named receive takes its number when posted; an any-source one the
+// sender's next message when it arrives.
+TEST(AnySourceTest, SharesTheSendersOrderWithNamedReceives) {
+  auto& comm = world();
+  const int n = comm.size();
+  if (n == 1) return;
+  const int r = comm.rank();
+  constexpr std::uint32_t kTag = 6;
+  std::int32_t got[4] = {-1, -1, -1, -1};
+  Request named_first;
+  if (r == 0) named_first = comm.irecv(&got[0], 1, HM_INT32, 1, kTag);  // before anything is sent
+  comm.barrier();
+  if (r == 1) {
+    const std::int32_t out[4] = {10, 11, 12, 13};
+    std::vector<Request> sent;
+    for (const auto& x : out) sent.push_back(comm.isend(&x, 1, HM_INT32, 0, kTag));
+    for (auto& q : sent) q.wait();
+  } else if (r == 0) {
+    auto any = comm.irecv(&got[1], 1, HM_INT32, HM_ANY_SOURCE, kTag);
+    any.wait();
+    EXPECT_EQ(any.source(), 1);
+    comm.irecv(&got[2], 1, HM_INT32, 1, kTag).wait();
+    any = comm.irecv(&got[3], 1, HM_INT32, HM_ANY_SOURCE, kTag);
+    any.wait();
+    EXPECT_EQ(any.source(), 1);
+    named_first.wait();
+    EXPECT_EQ(got[0], 10);
+    EXPECT_EQ(got[1], 11);
+    EXPECT_EQ(got[2], 12);
+    EXPECT_EQ(got[3], 13);
+  }
+  comm.barrier();
+}
+
+TEST(AnySourceTest, OnlyReceivesTakeIt) {
+  auto& comm = world();
+  std::int32_t x = 0;
+  try {
+    if (comm.size() == 1) {
+      comm.irecv(&x, 1, HM_INT32, HM_ANY_SOURCE);
+      ADD_FAILURE() << "a receive from any source in a world of one was accepted";
+    } else {
+      comm.isend(&x, 1, HM_INT32, HM_ANY_SOURCE);
+      ADD_FAILURE() << "a send to HM_ANY_SOURCE was accepted";
+    }
+  } catch (const Error& e) {
+    EXPECT_EQ(e.status(), HM_ERR_INVALID_ARGUMENT);
+    EXPECT_NE(std::string(e.what()).find(comm.size() == 1 ? "nobody can send" : "names no peer"),
+              std::string::npos)
+        << e.what();
+  }
 }
 
 TEST(SendRecvOrderTest, ATagOutOfRangeIsRefused) {

@@ -296,5 +296,99 @@ TEST(AbortTest, AbortWakesABlockedThread) {
   world().barrier();
 }
 
+// hm_recv_any and hm_irecv_any (finished through hm_test) take every other rank's two messages
+// and name each sender; each sender's messages come in the order it sent them.
+TEST(AnySourceCTest, ReceivesNameTheirSenders) {
+  CComm comm;
+  hm_comm_t c = comm.handle;
+  int rank = -1;
+  int size = 0;
+  ASSERT_EQ(hm_comm_rank(c, &rank), HM_SUCCESS);
+  ASSERT_EQ(hm_comm_size(c, &size), HM_SUCCESS);
+  std::int32_t x = 0;
+  EXPECT_EQ(hm_send(c, &x, 1, HM_INT32, HM_ANY_SOURCE), HM_ERR_INVALID_ARGUMENT);
+  EXPECT_TRUE(mentions(hm_last_error_message(), "HM_ANY_SOURCE")) << hm_last_error_message();
+  EXPECT_EQ(hm_recv_any(c, &x, 1, HM_INT32, nullptr), HM_ERR_INVALID_ARGUMENT);
+  EXPECT_TRUE(mentions(hm_last_error_message(), "source is NULL")) << hm_last_error_message();
+  hm_request_t request = nullptr;
+  EXPECT_EQ(hm_irecv_any(c, &x, 1, HM_INT32, nullptr, &request), HM_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(request, nullptr);
+  if (size == 1) return;
+  if (rank != 0) {
+    const std::int32_t mine[2] = {rank, 100 + rank};
+    EXPECT_EQ(hm_send(c, &mine[0], 1, HM_INT32, 0), HM_SUCCESS) << hm_last_error_message();
+    EXPECT_EQ(hm_send(c, &mine[1], 1, HM_INT32, 0), HM_SUCCESS) << hm_last_error_message();
+  } else {
+    std::vector<int> taken(static_cast<std::size_t>(size), 0);
+    auto check = [&](std::int32_t got, int source) {
+      ASSERT_TRUE(source >= 1 && source < size) << "source " << source;
+      const int m = taken[static_cast<std::size_t>(source)]++;
+      EXPECT_EQ(got, 100 * m + source) << "message " << m << " of rank " << source;
+    };
+    for (int i = 0; i < size - 1; ++i) {
+      std::int32_t got = -1;
+      int source = -1;
+      EXPECT_EQ(hm_recv_any(c, &got, 1, HM_INT32, &source), HM_SUCCESS) << hm_last_error_message();
+      check(got, source);
+    }
+    for (int i = 0; i < size - 1; ++i) {
+      std::int32_t got = -1;
+      int source = -1;
+      ASSERT_EQ(hm_irecv_any(c, &got, 1, HM_INT32, &source, &request), HM_SUCCESS);
+      int done = 0;
+      const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+      while (done == 0 && std::chrono::steady_clock::now() < deadline) {
+        EXPECT_EQ(hm_test(&request, &done), HM_SUCCESS) << hm_last_error_message();
+        if (done == 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      }
+      ASSERT_EQ(done, 1) << "hm_test never finished the receive";
+      EXPECT_EQ(request, nullptr);
+      check(got, source);
+    }
+    for (int s = 1; s < size; ++s) EXPECT_EQ(taken[static_cast<std::size_t>(s)], 2);
+  }
+  EXPECT_EQ(hm_barrier(c), HM_SUCCESS);
+}
+
+// A receive from any source that nobody sends to ends with HM_ERR_TIMEOUT after the timeout;
+// hm_comm_abort wakes one at once.
+TEST(AnySourceCTest, TimesOutAndIsWokenByAbort) {
+  constexpr int kTimeoutMs = 700;
+  {
+    CComm comm(kTimeoutMs);
+    int rank = 0;
+    hm_comm_rank(comm.handle, &rank);
+    if (rank == 0) {
+      std::int32_t value = 0;
+      int source = -1;
+      const auto start = std::chrono::steady_clock::now();
+      EXPECT_EQ(hm_recv_any(comm.handle, &value, 1, HM_INT32, &source), HM_ERR_TIMEOUT);
+      const auto took = std::chrono::steady_clock::now() - start;
+      EXPECT_TRUE(mentions(hm_last_error_message(), "recv from any source"))
+          << hm_last_error_message();
+      EXPECT_GE(took, std::chrono::milliseconds(kTimeoutMs));
+      EXPECT_LT(took, std::chrono::milliseconds(kTimeoutMs + 3000));
+      EXPECT_EQ(source, -1);
+    }
+    world().barrier();
+  }
+  CComm comm(kFaultTimeoutMs);
+  int rank = 0;
+  hm_comm_rank(comm.handle, &rank);
+  if (rank == 0) {
+    std::atomic<hm_status_t> result{HM_SUCCESS};
+    std::int32_t value = 0;
+    int source = -1;
+    std::thread blocked([&] { result = hm_recv_any(comm.handle, &value, 1, HM_INT32, &source); });
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    const auto abort_start = std::chrono::steady_clock::now();
+    EXPECT_EQ(hm_comm_abort(comm.handle), HM_SUCCESS);
+    blocked.join();
+    EXPECT_EQ(result.load(), HM_ERR_ABORTED);
+    EXPECT_LT(std::chrono::steady_clock::now() - abort_start, std::chrono::seconds(2));
+  }
+  world().barrier();
+}
+
 }  // namespace
 }  // namespace holmes::test

@@ -54,6 +54,9 @@ class LoopbackTransport final : public Transport, public CombiningReceive {
   const char* name() const override { return "loopback"; }
   std::string listen_address() const override { return fmt::format("loopback:{}", rank_); }
   void set_peer_failure_listener(PeerFailureListener) override {}
+  void set_arrival_listener(ArrivalListener listener) override {
+    matcher_.set_arrival_listener(std::move(listener));
+  }
   void set_peers(int, std::vector<std::string>) override {}
   CompletionPtr connect_all() override {
     auto done = std::make_shared<Completion>();

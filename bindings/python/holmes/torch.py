@@ -137,7 +137,10 @@ def peer_transports(group=None):
 class PlanGroups:
     """This rank's place in a plan, in torch terms. tensor, pipeline and data are torch process
     groups (backend holmes) for this rank's TP, PP and DP groups; *_ranks are their members as
-    global ranks, pipeline_ranks in stage order (send to pipeline_ranks[stage + 1])."""
+    ranks of `world` (the group the plan was made on; global ranks for plan_groups),
+    pipeline_ranks in stage order (send to pipeline_ranks[stage + 1]), data_ranks in dp order.
+    After replan() a spare (a survivor the new plan leaves out) has stage -1, no groups and no
+    layers."""
 
     tensor: object
     pipeline: object
@@ -152,6 +155,73 @@ class PlanGroups:
     predicted_step_seconds: float
     naive_step_seconds: float
     plan: dict
+    world: object = None
+    rank: int = 0  # this rank in `world`
+    handle: object = dataclasses.field(default=None, repr=False)
+
+    @property
+    def spare(self):
+        return self.stage < 0
+
+    def replan(self, survivors):
+        """Collective over `survivors`, the group shrink_group made of this plan's world: the same
+        model placed on them (hm_plan_replan: a replica that lost a rank is taken out, or the
+        stages re-cut; the global batch is kept, its micro-batches divided over the replicas
+        left, the first ones taking one more). The groups returned are Holmes's, not registered
+        with torch: call their methods (send, recv, allreduce, broadcast) with ranks of the
+        group; their *_ranks are ranks of `survivors`. layer_sources() then says where the
+        layers this rank now holds are."""
+        handle = self.handle.replan(survivors)
+        info = handle.info()
+        groups = {kind: handle.group(kind) for kind in ("tensor", "pipeline", "data")}
+        return _plan_groups_of(handle, info, survivors, groups)
+
+    def layer_sources(self, rank=None):
+        """After replan(): [(first_layer, num_layers, source)] for `rank` of this plan's world
+        (default: this rank): layers it holds now and did not before, and the rank that holds
+        their current weights (-1: nobody; load them from a checkpoint)."""
+        if rank is None:
+            rank = self.rank
+        return [tuple(s) for s in self.handle.layer_sources(int(rank))]
+
+
+# The keys of hm_plan_comm_create: TP (stage, dp) by tp, PP (dp, tp) by stage, DP (stage, tp)
+# by dp; a role is (stage, tp, dp).
+_GROUP_KEYS = {
+    "tensor": (lambda s, t, d: (s, d), lambda s, t, d: t),
+    "pipeline": (lambda s, t, d: (d, t), lambda s, t, d: s),
+    "data": (lambda s, t, d: (s, t), lambda s, t, d: d),
+}
+
+
+def _members(roles, kind):
+    """{key: ranks in group order} of every group of a kind; spares (stage -1) are in none."""
+    key_of, order_of = _GROUP_KEYS[kind]
+    by_key = {}
+    for rank, r in enumerate(roles):
+        if r[0] >= 0:
+            by_key.setdefault(key_of(*r), []).append(rank)
+    return {key: sorted(ranks, key=lambda rank: order_of(*roles[rank]))
+            for key, ranks in sorted(by_key.items())}
+
+
+def _plan_groups_of(handle, info, world, groups):
+    me = world.rank()
+    roles = [tuple(r) for r in info["roles"]]
+    members = {kind: [] for kind in _GROUP_KEYS}
+    for kind in _GROUP_KEYS:
+        for ranks in _members(roles, kind).values():
+            if me in ranks:
+                members[kind] = ranks
+    first = info["first_layer"]
+    return PlanGroups(
+        tensor=groups["tensor"], pipeline=groups["pipeline"], data=groups["data"],
+        tensor_ranks=members["tensor"], pipeline_ranks=members["pipeline"],
+        data_ranks=members["data"], stage=info["stage"], num_stages=info["num_stages"],
+        layers=range(first, first + info["num_layers"]), micro_batches=info["micro_batches"],
+        predicted_step_seconds=info["predicted_step_seconds"],
+        naive_step_seconds=info["naive_step_seconds"], plan=json.loads(info["json"]),
+        world=world, rank=me, handle=handle)
 
 
 def plan_groups(preset=None, file=None, *, naive=False, world=None, backend=BACKEND, **model):
@@ -163,8 +233,7 @@ def plan_groups(preset=None, file=None, *, naive=False, world=None, backend=BACK
     dtype_bytes, recompute, tp, pp, gpu_memory_gb, architecture ("gpt"/"mlp"), device_tflops.
     world: the holmes group of every rank that plans (default: the default group, which must
     then be holmes); backend: of the groups made (another backend, e.g. "gloo", runs a plan on
-    it for comparison)."""
-    import torch
+    it for comparison). PlanGroups.replan() places the model again on a shrunk world."""
     import torch.distributed as dist
     world = _holmes_group(world)
     fields = dict(model)
@@ -172,41 +241,21 @@ def plan_groups(preset=None, file=None, *, naive=False, world=None, backend=BACK
         fields["preset"] = preset
     if file is not None:
         fields["file"] = str(file)
-    info = _load_extension().plan(world, fields, naive)
+    handle = _load_extension().plan(world, fields, naive)
+    info = handle.info()
     n, me = dist.get_world_size(), dist.get_rank()
     if dist.get_world_size(world) != n:
         raise ValueError(f"plan_groups: world has {dist.get_world_size(world)} ranks, the job {n}:"
                          " plan with a group of every rank")
-    role = torch.tensor([info["stage"], info["tp_rank"], info["dp_rank"]], dtype=torch.int64)
-    roles = [torch.empty_like(role) for _ in range(n)]
-    dist.all_gather(roles, role, group=world)
-    roles = [tuple(int(v) for v in r) for r in roles]
-    # The same keys as hm_plan_comm_create: TP (stage, dp) by tp, PP (dp, tp) by stage,
-    # DP (stage, tp) by dp.
-    kinds = {
-        "tensor": (lambda s, t, d: (s, d), lambda s, t, d: t),
-        "pipeline": (lambda s, t, d: (d, t), lambda s, t, d: s),
-        "data": (lambda s, t, d: (s, t), lambda s, t, d: d),
-    }
-    mine, members = {}, {}
-    for kind, (key_of, order_of) in kinds.items():
-        by_key = {}
-        for rank, r in enumerate(roles):
-            by_key.setdefault(key_of(*r), []).append(rank)
+    roles = [tuple(r) for r in info["roles"]]
+    mine = {}
+    for kind in _GROUP_KEYS:
         # Every rank creates every group, in the same order, as torch requires.
-        for key in sorted(by_key):
-            ranks = sorted(by_key[key], key=lambda rank: order_of(*roles[rank]))
+        for ranks in _members(roles, kind).values():
             group = dist.new_group(ranks, backend=backend)
             if me in ranks:
-                mine[kind], members[kind] = group, ranks
-    first = info["first_layer"]
-    return PlanGroups(
-        tensor=mine["tensor"], pipeline=mine["pipeline"], data=mine["data"],
-        tensor_ranks=members["tensor"], pipeline_ranks=members["pipeline"],
-        data_ranks=members["data"], stage=info["stage"], num_stages=info["num_stages"],
-        layers=range(first, first + info["num_layers"]), micro_batches=info["micro_batches"],
-        predicted_step_seconds=info["predicted_step_seconds"],
-        naive_step_seconds=info["naive_step_seconds"], plan=json.loads(info["json"]))
+                mine[kind] = group
+    return _plan_groups_of(handle, info, world, mine)
 
 
 def as_numpy(name, tensor):

@@ -25,6 +25,12 @@ std::uint64_t p2p_tag(std::uint32_t user_tag, std::uint64_t sequence) {
          (sequence & 0xffffffffull);
 }
 
+std::optional<PointToPointTag> decode_p2p_tag(std::uint64_t tag) {
+  if (tag_kind(tag) != TagKind::kPointToPoint) return std::nullopt;
+  return PointToPointTag{static_cast<std::uint32_t>(tag >> 32) & kMaxUserTag,
+                         static_cast<std::uint32_t>(tag)};
+}
+
 namespace {
 std::uint32_t slot_bits(std::uint64_t tag) {
   return static_cast<std::uint32_t>(tag >> kSlotShift) & kTagSlotMask;

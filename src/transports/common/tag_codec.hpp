@@ -33,6 +33,13 @@ std::uint64_t collective_tag(std::uint64_t sequence, std::uint64_t step);
 // between two ranks, in one direction.
 constexpr std::uint32_t kMaxUserTag = (1u << 30) - 1;
 std::uint64_t p2p_tag(std::uint32_t user_tag, std::uint64_t sequence);
+// The caller's tag and the sequence number (modulo 2^32) of a point-to-point tag; nullopt for
+// the other kinds.
+struct PointToPointTag {
+  std::uint32_t user_tag = 0;
+  std::uint32_t sequence = 0;
+};
+std::optional<PointToPointTag> decode_p2p_tag(std::uint64_t tag);
 
 // The slot of a collective tag; nullopt for the other kinds (point-to-point and plain tags are
 // not checked per operation; a control tag's slot comes with decode_control_tag).

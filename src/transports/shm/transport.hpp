@@ -249,6 +249,9 @@ class ShmTransport final : public Transport,
   void set_peer_failure_listener(PeerFailureListener listener) override {
     failure_listener_.set(std::move(listener));
   }
+  void set_arrival_listener(ArrivalListener listener) override {
+    matcher_.set_arrival_listener(std::move(listener));
+  }
 
   // For CallerProgress: a waiting caller's share of the progress loop.
   void start_polling() { shm::start_polling(own_.header()); }

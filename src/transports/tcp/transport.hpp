@@ -195,6 +195,9 @@ class TcpTransport final : public Transport,
   void set_peer_failure_listener(PeerFailureListener listener) override {
     failure_listener_.set(std::move(listener));
   }
+  void set_arrival_listener(ArrivalListener listener) override {
+    matcher_.set_arrival_listener(std::move(listener));
+  }
 
  private:
   // A driving caller's share of the io_context while it waits for `awaited`.

@@ -136,6 +136,9 @@ class Engine {
   void set_peer_failure_listener(Transport::PeerFailureListener listener) {
     failure_listener_.set(std::move(listener));
   }
+  void set_arrival_listener(Transport::ArrivalListener listener) {
+    matcher_.set_arrival_listener(std::move(listener));
+  }
   bool on_progress_thread() const { return std::this_thread::get_id() == thread_id_.load(); }
   // Whether this thread is progressing the worker now: the progress thread, or a driving caller
   // in its turn (possibly inside a UCP callback).
@@ -335,6 +338,9 @@ class UcxTransport final : public Transport, public CallerDrive {
   }
   void set_peer_failure_listener(PeerFailureListener listener) override {
     engine_->set_peer_failure_listener(std::move(listener));
+  }
+  void set_arrival_listener(ArrivalListener listener) override {
+    engine_->set_arrival_listener(std::move(listener));
   }
   std::chrono::microseconds yield_before_sleep(int) const override {
     return engine_->yield_before_sleep();

@@ -217,6 +217,9 @@ class VerbsTransport final : public Transport {
   void set_peer_failure_listener(PeerFailureListener listener) override {
     failure_listener_.set(std::move(listener));
   }
+  void set_arrival_listener(ArrivalListener listener) override {
+    matcher_.set_arrival_listener(std::move(listener));
+  }
 
  private:
   // Everything below runs on the progress thread only.

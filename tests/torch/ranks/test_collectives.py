@@ -217,6 +217,52 @@ def test_send_recv_with_tags(rank, size):
     assert torch.equal(got_b, torch.full((3,), float(-prev)))
 
 
+def test_recv_from_any_source_names_the_sender(rank, size):
+    """dist.recv(src=None) takes each message once, each sender's in the order it sent them, and
+    returns the sender; dist.irecv(src=None) names it in the work; in a subgroup dist.recv
+    returns the sender's global rank."""
+    if size < 2:
+        return
+    def payload(sender, k):
+        return torch.full((1000,), float(100 * k + sender))
+    if rank == 0:
+        taken = {r: 0 for r in range(1, size)}
+        for _ in range(2 * (size - 1)):
+            got = torch.zeros(1000)
+            src = dist.recv(got, tag=4)
+            assert src in taken, src
+            assert torch.equal(got, payload(src, taken[src]))
+            taken[src] += 1
+        assert all(n == 2 for n in taken.values()), taken
+        got = torch.zeros(1000)
+        work = dist.irecv(got, tag=5)
+        work.wait()
+        assert work._source_rank() == size - 1
+        assert torch.equal(got, payload(size - 1, 7))
+    else:
+        works = [dist.isend(payload(rank, k), 0, tag=4) for k in range(2)]
+        if rank == size - 1:
+            works.append(dist.isend(payload(rank, 7), 0, tag=5))
+        for w in works:
+            w.wait()
+    # A subgroup without rank 0: its first member receives from any source, and dist.recv
+    # returns global ranks.
+    others = list(range(1, size))
+    group = dist.new_group(others, backend="holmes") if size > 2 else None
+    if group is not None and rank in others:
+        if rank == 1:
+            senders = set()
+            for _ in range(size - 2):
+                got = torch.zeros(3)
+                src = dist.recv(got, group=group)
+                assert torch.equal(got, torch.full((3,), float(src)))
+                senders.add(src)
+            assert senders == set(range(2, size))
+        else:
+            dist.send(torch.full((3,), float(rank)), 1, group=group)
+    dist.barrier()
+
+
 def test_batch_isend_irecv_ring(rank, size):
     if size < 2:
         return

@@ -42,6 +42,7 @@ class FakeTransport final : public Transport, public CallerDrive {
   LinkProperties link(int) const override { return {"fake", "fake", 0, 0}; }
   void fail_peer(int, hm_status_t, const std::string&) override {}
   void set_peer_failure_listener(PeerFailureListener) override {}
+  void set_arrival_listener(ArrivalListener) override {}
   void begin_caller_drive() override { ++begins; }
   void end_caller_drive() override { ++ends; }
   Progress* caller_progress() override { return waiters_poll_ ? &progress : nullptr; }
