@@ -22,26 +22,54 @@ namespace py = pybind11;
 namespace holmes::torch_backend {
 namespace {
 
-// The Holmes backend behind a Python ProcessGroup, or a TypeError naming what it is instead.
+// The Holmes backend behind a Python group, or a TypeError naming what it is instead. A group is
+// a ProcessGroup torch made (init_process_group, new_group; in torch 2.x its CPU backend is ours)
+// or, in torch 2.x, a Backend this module made (shrink_group, a plan's groups: as_python).
 ProcessGroupHolmes& holmes_group(const py::object& group) {
+  ProcessGroupHolmes* holmes = nullptr;
+  std::string name;
 #if TORCH_VERSION_MAJOR >= 2
-  auto pg = group.cast<c10::intrusive_ptr<c10d::ProcessGroup>>();
-  c10::intrusive_ptr<c10d::Backend> backend;
-  try {
-    backend = pg->getBackend(c10::DeviceType::CPU);
-  } catch (const std::exception&) {
+  if (py::isinstance<c10d::Backend>(group)) {
+    auto backend = group.cast<c10::intrusive_ptr<c10d::Backend>>();
+    holmes = dynamic_cast<ProcessGroupHolmes*>(backend.get());
+    name = backend->getBackendName();
+  } else if (py::isinstance<c10d::ProcessGroup>(group)) {
+    auto pg = group.cast<c10::intrusive_ptr<c10d::ProcessGroup>>();
+    c10::intrusive_ptr<c10d::Backend> backend;
+    try {
+      backend = pg->getBackend(c10::DeviceType::CPU);
+    } catch (const std::exception&) {
+      // No CPU backend: not ours, named below.
+    }
+    holmes = dynamic_cast<ProcessGroupHolmes*>(backend.get());
+    name = pg->getBackendName();
   }
-  auto* holmes = dynamic_cast<ProcessGroupHolmes*>(backend.get());
-  const std::string name = pg->getBackendName();
 #else
-  auto pg = group.cast<c10::intrusive_ptr<c10d::ProcessGroup>>();
-  auto* holmes = dynamic_cast<ProcessGroupHolmes*>(pg.get());
-  const std::string name = pg->getBackendName();
+  if (py::isinstance<c10d::ProcessGroup>(group)) {
+    auto pg = group.cast<c10::intrusive_ptr<c10d::ProcessGroup>>();
+    holmes = dynamic_cast<ProcessGroupHolmes*>(pg.get());
+    name = pg->getBackendName();
+  }
 #endif
+  if (holmes == nullptr && name.empty()) {
+    throw py::type_error("expected a process group of backend 'holmes', got a " +
+                         py::str(py::type::of(group).attr("__name__")).cast<std::string>());
+  }
   if (holmes == nullptr) {
     throw py::type_error("expected a process group of backend 'holmes', got one of '" + name + "'");
   }
   return *holmes;
+}
+
+// A group this module made, for Python: torch 1.x takes it as a ProcessGroup (group= of the
+// dist.* collectives); torch 2.x as our own Backend class (bound below), whose methods work
+// whatever torch 2.x binds on Backend itself (its first releases bind no collectives there).
+py::object as_python(c10::intrusive_ptr<ProcessGroupHolmes> group) {
+#if TORCH_VERSION_MAJOR >= 2
+  return py::cast(std::move(group));
+#else
+  return py::cast(c10::intrusive_ptr<BackendBase>(std::move(group)));
+#endif
 }
 
 ModelDescription model_from(const py::dict& fields) {
@@ -189,9 +217,7 @@ py::object plan_group(const PlanHandle& h, const std::string& kind) {
     }
   }
   if (!comm.valid()) return py::none();
-  c10::intrusive_ptr<BackendBase> group =
-      c10::make_intrusive<ProcessGroupHolmes>(std::move(comm), world.timeout());
-  return py::cast(group);
+  return as_python(c10::make_intrusive<ProcessGroupHolmes>(std::move(comm), world.timeout()));
 }
 
 // The layers `rank` of the plan's world fetches after a re-plan: (first, count, source rank).
@@ -225,9 +251,7 @@ py::object shrink_group(const py::object& group, const std::vector<int>& exclude
                                hm_status_string(e.status()) + "): " + e.what());
     }
   }
-  c10::intrusive_ptr<BackendBase> survivors =
-      c10::make_intrusive<ProcessGroupHolmes>(std::move(shrunk), pg.timeout());
-  return py::cast(survivors);
+  return as_python(c10::make_intrusive<ProcessGroupHolmes>(std::move(shrunk), pg.timeout()));
 }
 
 py::list peer_transports(const py::object& group) {
@@ -246,9 +270,64 @@ py::list peer_transports(const py::object& group) {
 PYBIND11_MODULE(_holmes_torch, m) {
   using namespace holmes::torch_backend;
   m.doc() = "The torch.distributed backend 'holmes' (import holmes.torch registers it)";
-  m.def("create_backend", &create_process_group_holmes, py::arg("store"), py::arg("rank"),
-        py::arg("size"), py::arg("timeout"), py::call_guard<py::gil_scoped_release>(),
-        "The creator torch.distributed calls: (store, rank, world_size, timeout)");
+#if TORCH_VERSION_MAJOR >= 2
+  // What Python calls on the groups this module makes (as_python), bound on our own class so
+  // that they do not depend on what a torch 2.x release binds on Backend.
+  py::class_<ProcessGroupHolmes, c10d::Backend, c10::intrusive_ptr<ProcessGroupHolmes>>(
+      m, "ProcessGroupHolmes", "A holmes group that torch did not make (shrink_group, replan)")
+      .def("rank", &ProcessGroupHolmes::getRank)
+      .def("size", &ProcessGroupHolmes::getSize)
+      .def(
+          "allreduce",
+          [](ProcessGroupHolmes& g, std::vector<at::Tensor> tensors,
+             const c10d::AllreduceOptions& opts) { return g.allreduce(tensors, opts); },
+          py::arg("tensors"), py::arg("opts") = c10d::AllreduceOptions(),
+          py::call_guard<py::gil_scoped_release>())
+      .def(
+          "broadcast",
+          [](ProcessGroupHolmes& g, std::vector<at::Tensor> tensors,
+             const c10d::BroadcastOptions& opts) { return g.broadcast(tensors, opts); },
+          py::arg("tensors"), py::arg("opts") = c10d::BroadcastOptions(),
+          py::call_guard<py::gil_scoped_release>())
+      .def(
+          "allgather",
+          [](ProcessGroupHolmes& g, std::vector<std::vector<at::Tensor>> outputs,
+             std::vector<at::Tensor> inputs,
+             const c10d::AllgatherOptions& opts) { return g.allgather(outputs, inputs, opts); },
+          py::arg("output_tensors"), py::arg("input_tensors"),
+          py::arg("opts") = c10d::AllgatherOptions(), py::call_guard<py::gil_scoped_release>())
+      .def(
+          "send",
+          [](ProcessGroupHolmes& g, std::vector<at::Tensor> tensors, int dst, int tag) {
+            return g.send(tensors, dst, tag);
+          },
+          py::arg("tensors"), py::arg("dstRank"), py::arg("tag"),
+          py::call_guard<py::gil_scoped_release>())
+      .def(
+          "recv",
+          [](ProcessGroupHolmes& g, std::vector<at::Tensor> tensors, int src, int tag) {
+            return g.recv(tensors, src, tag);
+          },
+          py::arg("tensors"), py::arg("srcRank"), py::arg("tag"),
+          py::call_guard<py::gil_scoped_release>())
+      .def(
+          "barrier",
+          [](ProcessGroupHolmes& g, const c10d::BarrierOptions& opts) { return g.barrier(opts); },
+          py::arg("opts") = c10d::BarrierOptions(), py::call_guard<py::gil_scoped_release>());
+#endif
+  m.def(
+      "create_backend",
+      [](const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
+         std::chrono::duration<float> timeout) {
+        c10::intrusive_ptr<ProcessGroupHolmes> group;
+        {
+          py::gil_scoped_release release;
+          group = create_process_group_holmes(store, rank, size, timeout);
+        }
+        return as_python(std::move(group));
+      },
+      py::arg("store"), py::arg("rank"), py::arg("size"), py::arg("timeout"),
+      "The creator torch.distributed calls: (store, rank, world_size, timeout)");
   py::class_<PlanHandle, std::shared_ptr<PlanHandle>>(m, "Plan",
                                                       "A plan of a holmes group (holmes.torch)")
       .def("info", &plan_info, "this rank's place, the plan as JSON, every rank's role")

@@ -603,7 +603,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHolmes::barrier(const c10d::BarrierOp
                 [&](HolmesWork& w) { w.requests.push_back(comm_.ibarrier()); });
 }
 
-c10::intrusive_ptr<BackendBase> create_process_group_holmes(
+c10::intrusive_ptr<ProcessGroupHolmes> create_process_group_holmes(
     const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
     std::chrono::duration<float> timeout) {
   return c10::make_intrusive<ProcessGroupHolmes>(

@@ -107,7 +107,7 @@ class ProcessGroupHolmes final : public BackendBase {
 };
 
 // The creator torch.distributed calls: (store, rank, size, timeout).
-c10::intrusive_ptr<BackendBase> create_process_group_holmes(
+c10::intrusive_ptr<ProcessGroupHolmes> create_process_group_holmes(
     const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
     std::chrono::duration<float> timeout);
 

@@ -249,18 +249,31 @@ TEST_P(DisagreementTest, NoReceiverSucceeds) {
 
 INSTANTIATE_TEST_SUITE_P(Mismatch, DisagreementTest, ::testing::Values("op", "root", "collective"));
 
-// Rank 0 waits for a message rank 1 never sends: HM_ERR_TIMEOUT after the timeout, naming rank 1.
-TEST(TimeoutTest, SilentPeerTimesOutNamingIt) {
+// Rank 0 waits for a message nobody sends: from rank 1 (hm_recv), or from any source
+// (hm_recv_any).
+class SilentPeerTest : public ::testing::TestWithParam<bool> {
+ protected:
+  static bool any_source() { return GetParam(); }
+  static hm_status_t receive_one(hm_comm_t comm) {
+    std::int32_t value = 0;
+    int source = -1;
+    return any_source() ? hm_recv_any(comm, &value, 1, HM_INT32, &source)
+                        : hm_recv(comm, &value, 1, HM_INT32, 1);
+  }
+};
+
+// HM_ERR_TIMEOUT after the timeout, naming rank 1 (or the receive from any source).
+TEST_P(SilentPeerTest, TimesOutNamingIt) {
   constexpr int kTimeoutMs = 700;
   CComm comm(kTimeoutMs);
   int rank = 0;
   hm_comm_rank(comm.handle, &rank);
   if (rank == 0) {
-    std::int32_t value = 0;
     const auto start = std::chrono::steady_clock::now();
-    EXPECT_EQ(hm_recv(comm.handle, &value, 1, HM_INT32, 1), HM_ERR_TIMEOUT);
+    EXPECT_EQ(receive_one(comm.handle), HM_ERR_TIMEOUT);
     const auto took = std::chrono::steady_clock::now() - start;
-    EXPECT_TRUE(mentions(hm_last_error_message(), "rank 1")) << hm_last_error_message();
+    EXPECT_TRUE(mentions(hm_last_error_message(), any_source() ? "recv from any source" : "rank 1"))
+        << hm_last_error_message();
     EXPECT_GE(took, std::chrono::milliseconds(kTimeoutMs));
     EXPECT_LT(took, std::chrono::milliseconds(kTimeoutMs + 3000));
     hm_status_t async = HM_SUCCESS;
@@ -270,16 +283,15 @@ TEST(TimeoutTest, SilentPeerTimesOutNamingIt) {
   world().barrier();  // rank 1 stays until rank 0 has timed out
 }
 
-// hm_comm_abort from another thread wakes a thread blocked in a receive, at once.
-TEST(AbortTest, AbortWakesABlockedThread) {
+// hm_comm_abort from another thread wakes a thread blocked in the receive, at once.
+TEST_P(SilentPeerTest, AbortWakesTheBlockedThread) {
   CComm comm(kFaultTimeoutMs);
   int rank = 0;
   hm_comm_rank(comm.handle, &rank);
   if (rank == 0) {
     std::atomic<hm_status_t> result{HM_SUCCESS};
-    std::int32_t value = 0;
     const auto start = std::chrono::steady_clock::now();
-    std::thread blocked([&] { result = hm_recv(comm.handle, &value, 1, HM_INT32, 1); });
+    std::thread blocked([&] { result = receive_one(comm.handle); });
     std::this_thread::sleep_for(std::chrono::milliseconds(200));
     const auto abort_start = std::chrono::steady_clock::now();
     EXPECT_EQ(hm_comm_abort(comm.handle), HM_SUCCESS);
@@ -295,6 +307,11 @@ TEST(AbortTest, AbortWakesABlockedThread) {
   }
   world().barrier();
 }
+
+INSTANTIATE_TEST_SUITE_P(Receives, SilentPeerTest, ::testing::Values(false, true),
+                         [](const ::testing::TestParamInfo<bool>& info) {
+                           return info.param ? "AnySource" : "FromRank1";
+                         });
 
 // hm_recv_any and hm_irecv_any (finished through hm_test) take every other rank's two messages
 // and name each sender; each sender's messages come in the order it sent them.
@@ -348,46 +365,6 @@ TEST(AnySourceCTest, ReceivesNameTheirSenders) {
     for (int s = 1; s < size; ++s) EXPECT_EQ(taken[static_cast<std::size_t>(s)], 2);
   }
   EXPECT_EQ(hm_barrier(c), HM_SUCCESS);
-}
-
-// A receive from any source that nobody sends to ends with HM_ERR_TIMEOUT after the timeout;
-// hm_comm_abort wakes one at once.
-TEST(AnySourceCTest, TimesOutAndIsWokenByAbort) {
-  constexpr int kTimeoutMs = 700;
-  {
-    CComm comm(kTimeoutMs);
-    int rank = 0;
-    hm_comm_rank(comm.handle, &rank);
-    if (rank == 0) {
-      std::int32_t value = 0;
-      int source = -1;
-      const auto start = std::chrono::steady_clock::now();
-      EXPECT_EQ(hm_recv_any(comm.handle, &value, 1, HM_INT32, &source), HM_ERR_TIMEOUT);
-      const auto took = std::chrono::steady_clock::now() - start;
-      EXPECT_TRUE(mentions(hm_last_error_message(), "recv from any source"))
-          << hm_last_error_message();
-      EXPECT_GE(took, std::chrono::milliseconds(kTimeoutMs));
-      EXPECT_LT(took, std::chrono::milliseconds(kTimeoutMs + 3000));
-      EXPECT_EQ(source, -1);
-    }
-    world().barrier();
-  }
-  CComm comm(kFaultTimeoutMs);
-  int rank = 0;
-  hm_comm_rank(comm.handle, &rank);
-  if (rank == 0) {
-    std::atomic<hm_status_t> result{HM_SUCCESS};
-    std::int32_t value = 0;
-    int source = -1;
-    std::thread blocked([&] { result = hm_recv_any(comm.handle, &value, 1, HM_INT32, &source); });
-    std::this_thread::sleep_for(std::chrono::milliseconds(200));
-    const auto abort_start = std::chrono::steady_clock::now();
-    EXPECT_EQ(hm_comm_abort(comm.handle), HM_SUCCESS);
-    blocked.join();
-    EXPECT_EQ(result.load(), HM_ERR_ABORTED);
-    EXPECT_LT(std::chrono::steady_clock::now() - abort_start, std::chrono::seconds(2));
-  }
-  world().barrier();
 }
 
 }  // namespace

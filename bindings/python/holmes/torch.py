@@ -121,8 +121,10 @@ def shrink_group(group=None, exclude=(), *, failed=True):
     """Collective over the survivors of a holmes group (default: the world): a process group of
     the ranks that remain, in the group's order (hm_comm_shrink; failed=True: the survivors
     agree on which ranks failed and leave them out, besides `exclude`). A rank left out raises
-    RuntimeError. torch 1.x: pass it as group= to dist.* collectives (it is not registered with
-    torch, so use its rank() and size()); torch 2.x: call its methods."""
+    RuntimeError. torch 1.x: a ProcessGroup, to pass as group= to dist.* collectives (it is not
+    registered with torch, so use its rank() and size(), and its own send and recv); torch 2.x: a
+    holmes Backend whose rank(), size(), allreduce, broadcast, allgather, send, recv and barrier
+    take ranks of the group."""
     ranks = [int(r) for r in exclude]
     return _load_extension().shrink(_holmes_group(group), ranks, bool(failed))
 

@@ -52,3 +52,15 @@ def test_ranks_that_disagree_on_sizes_get_an_error_not_a_hang(rank, size):
     # Everybody has given up on the bad group before anyone destroys it.
     dist.barrier()
     dist.destroy_process_group(group)
+
+
+def test_holmes_calls_refuse_other_groups_by_name(rank, size):
+    import holmes.torch
+    gloo = dist.new_group(backend="gloo")
+    with pytest.raises(TypeError, match=r"expected a process group of backend 'holmes', got one "
+                                        r"of 'gloo'"):
+        holmes.torch.peer_transports(gloo)
+    with pytest.raises(TypeError, match=r"expected a process group of backend 'holmes', got a "
+                                        r"int"):
+        holmes.torch.revoke(42)
+    dist.barrier(group=gloo)
