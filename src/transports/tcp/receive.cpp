@@ -160,6 +160,7 @@ bool TcpTransport::on_fragment(const std::shared_ptr<InLink>& link, const FrameH
       }
     }
     matcher_.landed(link->peer, header, landing);
+    if (link->nic >= 0) nic_received_[static_cast<std::size_t>(link->nic)] += header.length;
     return true;
   };
   // All in the inbox (small messages): land it and go on parsing.
