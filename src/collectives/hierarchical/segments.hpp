@@ -237,7 +237,7 @@ void run_segments(const CollectiveContext& ctx, int segments, std::size_t phases
     segment(0, static_cast<ScratchSpace*>(nullptr), SegmentTurn{});
     return;
   }
-  std::vector<ScratchSpace> scratch(static_cast<std::size_t>(segments));
+  const std::span<ScratchSpace> scratch = ctx.segment_scratch(static_cast<std::size_t>(segments));
   std::vector<std::exception_ptr> errors(static_cast<std::size_t>(segments));
   PhaseTurns turns(phases, ctx.timeout(), ctx.progress(), std::move(widths));
   std::vector<std::thread> threads;
