@@ -1,34 +1,15 @@
 #include "transports/tcp/nics.hpp"
 
 #include <algorithm>
-#include <cctype>
 #include <charconv>
 #include <cmath>
 #include <set>
 
 #include "core/status.hpp"
+#include "core/text.hpp"
 
 namespace holmes::tcp {
 namespace {
-
-std::string trimmed(std::string_view text) {
-  while (!text.empty() && std::isspace(static_cast<unsigned char>(text.front()))) {
-    text.remove_prefix(1);
-  }
-  while (!text.empty() && std::isspace(static_cast<unsigned char>(text.back()))) {
-    text.remove_suffix(1);
-  }
-  return std::string(text);
-}
-
-// Text from the environment, safe for a message.
-std::string printable(std::string_view text) {
-  std::string out(text);
-  for (char& c : out) {
-    if (c < 0x20 || c > 0x7e) c = '?';
-  }
-  return out;
-}
 
 // "lo, eth0, eth1": the interfaces there are, for the error that names a missing one.
 std::string interface_names(const std::vector<InterfaceAddress>& interfaces) {
@@ -89,7 +70,7 @@ double parse_rate(std::string_view text, std::string_view entry, std::string_vie
 std::vector<TcpNic> resolve_tcp_nics(std::string_view text, std::string_view label,
                                      const std::vector<InterfaceAddress>& interfaces,
                                      const InterfaceSpeed& speed) {
-  const std::string list = trimmed(text);
+  const std::string list(trim(text));
   std::vector<TcpNic> nics;
   if (list.empty() || list == "off") return nics;
   if (list == "auto") {
@@ -106,11 +87,12 @@ std::vector<TcpNic> resolve_tcp_nics(std::string_view text, std::string_view lab
     std::string_view rest = list;
     while (true) {
       const auto comma = rest.find(',');
-      const std::string entry = trimmed(rest.substr(0, comma));
+      const std::string entry(trim(rest.substr(0, comma)));
       require(!entry.empty(), "{}: '{}' has an empty entry: expected NAME_OR_IP[@GBIT],...", label,
               printable(list));
       const auto at = entry.find('@');
-      TcpNic nic = find_nic(trimmed(std::string_view(entry).substr(0, at)), label, interfaces);
+      TcpNic nic =
+          find_nic(std::string(trim(std::string_view(entry).substr(0, at))), label, interfaces);
       if (at != std::string::npos) {
         nic.gbit = parse_rate(std::string_view(entry).substr(at + 1), entry, label);
       }
@@ -132,7 +114,7 @@ std::vector<TcpNic> resolve_tcp_nics(std::string_view text, std::string_view lab
 }
 
 std::vector<TcpNic> resolve_tcp_nics(std::string_view text, std::string_view label) {
-  const std::string list = trimmed(text);
+  const std::string list(trim(text));
   if (list.empty() || list == "off") return {};
   std::string error;
   const auto interfaces = interface_addresses(&error);
