@@ -77,11 +77,12 @@ while getopts "B:H:s:n:w:R:r:t:1:x:A:S:Eh" opt; do
   esac
 done
 
-say() { printf 'multi-nic: %s\n' "$*" >&2; }
-die() {
-  say "$*"
-  exit 1
-}
+netns_name=multi-nic
+prefix="hs-$$-"
+netns_keep=${MULTI_NIC_KEEP_TMP:-0}
+# shellcheck source=netns-lib.sh
+source "$here/netns-lib.sh"
+
 rate1_mbit=${rate1_mbit:-$rate_mbit}
 for v in nhosts iters warmup rate_mbit rate1_mbit rounds run_timeout; do
   [[ ${!v} =~ ^[0-9]+$ ]] || die "-$v wants a whole number, not '${!v}'"
@@ -101,7 +102,6 @@ for run in "${runs[@]}"; do
 done
 for cmd in ip tc timeout awk; do command -v "$cmd" >/dev/null || die "$cmd not found"; done
 
-prefix="hs-$$-"
 sw="${prefix}sw"
 declare -a ns_of addr0 addr1 nics_of
 for ((k = 0; k < nhosts; k++)); do
@@ -111,49 +111,6 @@ for ((k = 0; k < nhosts; k++)); do
   nics_of[k]=2
   for h in "${one_nic[@]}"; do ((h == k)) && nics_of[k]=1; done
 done
-
-tmp="$(mktemp -d /tmp/holmes-multi-nic.XXXXXX)"
-background=()
-made_ns=()
-cleanup() {
-  local status=$? pid ns
-  trap - EXIT INT TERM
-  for pid in "${background[@]}"; do kill "$pid" 2>/dev/null || true; done
-  for ns in "${made_ns[@]}"; do
-    for pid in $(ip netns pids "$ns" 2>/dev/null); do kill -9 "$pid" 2>/dev/null || true; done
-  done
-  for pid in "${background[@]}"; do wait "$pid" 2>/dev/null || true; done
-  for ns in "${made_ns[@]}"; do ip netns del "$ns" 2>/dev/null || true; done
-  local left
-  left="$(ip netns list | awk -v p="$prefix" 'index($1, p) == 1 {print $1}')"
-  if [[ -n $left ]]; then
-    say "namespaces left behind: $left"
-    status=1
-  fi
-  if [[ ${MULTI_NIC_KEEP_TMP:-0} == 1 ]]; then say "kept logs in $tmp"; else rm -rf "$tmp"; fi
-  exit "$status"
-}
-trap cleanup EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
-
-in_ns() {
-  local ns=$1
-  shift
-  ip netns exec "$ns" "$@"
-}
-add_ns() {
-  ip netns add "$1"
-  made_ns+=("$1")
-  in_ns "$1" ip link set lo up
-  in_ns "$1" sysctl -qw net.ipv6.conf.all.disable_ipv6=1 net.ipv6.conf.default.disable_ipv6=1
-}
-# tbf on egress, burst 256 KiB: smaller bursts fall short of the rate at Gbit speeds on veth.
-# shape NS DEV MBIT (0: not shaped)
-shape() {
-  (($3 > 0)) || return 0
-  in_ns "$1" tc qdisc replace dev "$2" root tbf rate "${3}mbit" burst 256kb latency 50ms
-}
 
 build_network() {
   add_ns "$sw"
@@ -261,21 +218,11 @@ holmes_rank_cmd() {
 
 run_holmes() {
   holmes_nics=$1
-  holmes_port=$((30000 + RANDOM % 20000))
-  holmes_token="$(od -An -N16 -tx1 /dev/urandom | tr -d ' \n')"
-  in_ns "${ns_of[0]}" timeout -k 5 "$((run_timeout + 30))" "$bin/holmes-store" \
-    --host "${addr0[0]}" --port "$holmes_port" --token "$holmes_token" \
-    >"$tmp/$run_name.store.log" 2>&1 &
-  local store=$! tries=0
-  background+=("$store")
-  until in_ns "${ns_of[0]}" bash -c "exec 3<>/dev/tcp/${addr0[0]}/$holmes_port" 2>/dev/null; do
-    kill -0 "$store" 2>/dev/null || die "holmes-store did not start: $(cat "$tmp/$run_name.store.log")"
-    ((++tries < 50)) || die "holmes-store does not listen on ${addr0[0]}:$holmes_port"
-    sleep 0.1
-  done
+  start_store "${ns_of[0]}" "${addr0[0]}" "$tmp/$run_name.store.log" "$((run_timeout + 30))"
+  holmes_port=$store_port
+  holmes_token=$store_token
   run_ranks "$run_name" holmes_rank_cmd
-  kill "$store" 2>/dev/null || true
-  wait "$store" 2>/dev/null || true
+  stop_store
 }
 
 gloo_store=""
