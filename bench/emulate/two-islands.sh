@@ -80,11 +80,11 @@ while getopts "B:p:s:n:w:R:t:Pc:A:Th" opt; do
   esac
 done
 
-die() {
-  printf 'two-islands: %s\n' "$*" >&2
-  exit 1
-}
-say() { printf 'two-islands: %s\n' "$*" >&2; }
+netns_name=two-islands
+prefix="hm-$$-"
+netns_keep=${TWO_ISLANDS_KEEP_TMP:-0}
+# shellcheck source=netns-lib.sh
+source "$root/bench/emulate/netns-lib.sh"
 
 for v in per_host iters warmup rate_mbit run_timeout; do
   [[ ${!v} =~ ^[0-9]+$ ]] || die "$v wants a whole number, not '${!v}'"
@@ -110,64 +110,12 @@ size_bytes="$(awk -v s="$size" 'BEGIN {
   printf "%d", n }')"
 ((size_bytes > 0)) || die "-s '$size' is not a size"
 
-prefix="hm-$$-"
 sw="${prefix}sw"
 hosts=(h0 h1 h2 h3)
 island_of=(A A B B)
 addr_of=(10.77.1.10 10.77.1.11 10.77.2.12 10.77.2.13)
 island_net=([0]=10.77.1.0/24 [1]=10.77.2.0/24) # A, B
 ranks=$((${#hosts[@]} * per_host))
-
-tmp="$(mktemp -d /tmp/holmes-two-islands.XXXXXX)"
-background=() # pids of processes this script started that may still run
-made_ns=()    # namespaces this script created
-cleanup() {
-  local status=$? pid ns
-  trap - EXIT INT TERM
-  for pid in "${background[@]}"; do kill "$pid" 2>/dev/null || true; done
-  for ns in "${made_ns[@]}"; do
-    # Whatever still runs inside our namespaces was started by this script.
-    for pid in $(ip netns pids "$ns" 2>/dev/null); do kill -9 "$pid" 2>/dev/null || true; done
-  done
-  for pid in "${background[@]}"; do wait "$pid" 2>/dev/null || true; done
-  # Deleting a namespace removes its veths (both ends: a veth pair dies with either end),
-  # bridges and qdiscs.
-  for ns in "${made_ns[@]}"; do ip netns del "$ns" 2>/dev/null || true; done
-  local left
-  left="$(ip netns list | awk -v p="$prefix" 'index($1, p) == 1 {print $1}')"
-  if [[ -n $left ]]; then
-    say "namespaces left behind: $left"
-    status=1
-  elif ((${#made_ns[@]} > 0)); then
-    say "removed namespaces ${made_ns[*]}; ip netns list now: $(ip netns list | tr '\n' ' ')"
-  fi
-  if [[ ${TWO_ISLANDS_KEEP_TMP:-0} == 1 ]]; then say "kept logs in $tmp"; else rm -rf "$tmp"; fi
-  exit "$status"
-}
-trap cleanup EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
-
-in_ns() {
-  local ns=$1
-  shift
-  ip netns exec "$ns" "$@"
-}
-
-add_ns() {
-  ip netns add "$1"
-  made_ns+=("$1")
-  in_ns "$1" ip link set lo up
-  # IPv6 would only add router solicitations and DAD to the links; rp_filter must not drop
-  # the other island's traffic arriving on "uplink", an interface with no address.
-  in_ns "$1" sysctl -qw net.ipv6.conf.all.disable_ipv6=1 net.ipv6.conf.default.disable_ipv6=1 \
-    net.ipv4.conf.all.rp_filter=0 net.ipv4.conf.default.rp_filter=0
-}
-
-# tbf on egress: burst 256 KiB (smaller bursts fall short of the rate at Gbit speeds on veth).
-shape() {
-  in_ns "$1" tc qdisc replace dev "$2" root tbf rate "${rate_mbit}mbit" burst 256kb latency 50ms
-}
 
 build_network() {
   add_ns "$sw"
@@ -192,8 +140,8 @@ build_network() {
     in_ns "$sw" ip link set "xp$k" master brX up
     in_ns "$ns" ip link set uplink up
     in_ns "$ns" ip route add "${island_net[other]}" dev uplink src "${addr_of[k]}"
-    shape "$ns" uplink
-    shape "$sw" "xp$k"
+    shape "$ns" uplink "$rate_mbit"
+    shape "$sw" "xp$k" "$rate_mbit"
   done
 }
 
@@ -301,22 +249,11 @@ holmes_rank_cmd() {
 run_holmes() {
   local name=$1
   holmes_algo=$2
-  holmes_port=$((30000 + RANDOM % 20000))
-  holmes_token="$(od -An -N16 -tx1 /dev/urandom | tr -d ' \n')"
-  in_ns "${prefix}h0" timeout -k 5 "$((run_timeout + 30))" "$bin/holmes-store" \
-    --host "${addr_of[0]}" --port "$holmes_port" --token "$holmes_token" \
-    >"$tmp/$name.store.log" 2>&1 &
-  local store=$!
-  background+=("$store")
-  local tries=0
-  until in_ns "${prefix}h0" bash -c "exec 3<>/dev/tcp/${addr_of[0]}/$holmes_port" 2>/dev/null; do
-    kill -0 "$store" 2>/dev/null || die "holmes-store did not start: $(cat "$tmp/$name.store.log")"
-    ((++tries < 50)) || die "holmes-store does not listen on ${addr_of[0]}:$holmes_port"
-    sleep 0.1
-  done
+  start_store "${prefix}h0" "${addr_of[0]}" "$tmp/$name.store.log" "$((run_timeout + 30))"
+  holmes_port=$store_port
+  holmes_token=$store_token
   run_ranks "$name" holmes_rank_cmd
-  kill "$store" 2>/dev/null || true
-  wait "$store" 2>/dev/null || true
+  stop_store
 }
 
 gloo_store=""

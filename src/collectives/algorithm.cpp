@@ -5,6 +5,7 @@
 
 #include "collectives/registry.hpp"
 #include "core/status.hpp"
+#include "core/text.hpp"
 
 namespace holmes {
 namespace {
@@ -40,12 +41,6 @@ constexpr CollectiveNamed kCollectives[] = {
     {CollectiveKind::kAlltoall, HM_COLL_ALLTOALL, "alltoall"},
     {CollectiveKind::kBarrier, HM_COLL_BARRIER, "barrier"},
 };
-
-std::string_view trim(std::string_view s) {
-  while (!s.empty() && s.front() == ' ') s.remove_prefix(1);
-  while (!s.empty() && s.back() == ' ') s.remove_suffix(1);
-  return s;
-}
 
 }  // namespace
 

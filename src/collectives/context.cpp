@@ -126,6 +126,12 @@ std::byte* CollectiveContext::phase_buffer(std::size_t bytes) {
   return area(resources_.scratch->phase, bytes);
 }
 
+std::span<ScratchSpace> CollectiveContext::segment_scratch(std::size_t segments) const {
+  auto& spaces = resources_.scratch->segments;
+  if (spaces.size() < segments) spaces.resize(segments);
+  return {spaces.data(), segments};
+}
+
 std::byte* CollectiveContext::area(ScratchArea& a, std::size_t bytes) {
   if (on_device()) {
     if (a.device_bytes < bytes) {

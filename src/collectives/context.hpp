@@ -21,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "core/byte_buffer.hpp"
 #include "core/completion.hpp"
 #include "transports/common/tag_codec.hpp"
 #include "transports/router.hpp"
@@ -67,13 +68,16 @@ struct Transfer {
 // Temporary memory a communicator keeps for its collectives (they run one at a time): host
 // bytes, or device bytes when the buffers are on a device.
 struct ScratchArea {
-  std::vector<std::byte> host;
+  ByteBuffer host;  // not zeroed when it grows: every user writes before it reads
   std::shared_ptr<std::byte> device;
   std::size_t device_bytes = 0;
 };
 struct ScratchSpace {
   ScratchArea slots;  // an algorithm's own temporaries (receive slots, partial sums)
   ScratchArea phase;  // what one phase of a hierarchical algorithm hands to the next
+  // One per segment of a hierarchical collective (segments.hpp), whose segments run at once:
+  // kept from call to call like the rest, so that no call faults fresh pages in.
+  std::vector<ScratchSpace> segments;
 };
 
 class DeviceMemory;
@@ -148,6 +152,9 @@ class CollectiveContext {
   // A second area, for results that one phase of an algorithm hands to the next while the
   // next phase uses scratch().
   std::byte* phase_buffer(std::size_t bytes);
+  // Scratch spaces for `segments` segments that run at the same time (at least that many),
+  // reused across the communicator's calls as scratch() is.
+  std::span<ScratchSpace> segment_scratch(std::size_t segments) const;
 
   // Operations on the caller's buffers and scratch, wherever they live.
   bool on_device() const { return resources_.device != nullptr; }

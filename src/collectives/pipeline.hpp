@@ -136,6 +136,10 @@ inline void send_block_chunks(CollectiveContext& ctx, int peer, const std::byte*
 
 // Receives posted ahead of the chunk being processed.
 constexpr std::size_t kPipelineDepth = 4;
+// Receives an allgather keeps posted ahead: each lands in the caller's buffer, so posting more
+// costs no scratch, and a chunk that arrives before its receive costs a copy on the links that
+// keep early messages aside (ucx, tcp).
+constexpr std::size_t kGatherDepth = 64;
 
 inline std::size_t chunk_elements(const CollectiveContext& ctx, std::size_t element_size) {
   return std::max<std::size_t>(1, ctx.chunk_bytes() / element_size);

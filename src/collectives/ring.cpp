@@ -243,7 +243,7 @@ void ring_allgather_blocks(CollectiveContext& ctx, std::byte* buffer, const Bloc
   std::vector<Transfer> sends;
   send_block_chunks(ctx, right, buffer, layout, r, es, 0, sends);
   const std::size_t units = steps * chunks;
-  RecvWindow window(ctx, units, kPipelineDepth, [&](std::size_t u) -> std::optional<Transfer> {
+  RecvWindow window(ctx, units, kGatherDepth, [&](std::size_t u) -> std::optional<Transfer> {
     const auto range = layout.chunk(recv_block(u / chunks), u % chunks);
     if (range.count == 0) return std::nullopt;
     return ctx.recv(left, u, bytes_of(buffer, range, es));

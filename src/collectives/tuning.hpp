@@ -159,6 +159,14 @@ constexpr int kMaxHierarchicalSegments = 12;
 constexpr int kMaxBlockIslands = 48;
 int hierarchical_segments(const Hierarchy& h, const CostModel& model, double bytes);
 
+// How many segments of a hierarchical collective may be in the lanes' phase at once
+// (segments.hpp, PhaseTurns): 1 unless the slow tier's latency would leave its links idle for a
+// noticeable part of a segment's time there, else enough segments to cover the latencies of the
+// lanes' ring steps (bandwidth x RTT in flight), at most kMaxLaneWindow. `lane_bytes`: what one
+// segment sends out of one lane's link in that phase.
+constexpr int kMaxLaneWindow = 4;
+int hierarchical_lane_window(const Hierarchy& h, double lane_bytes);
+
 // Inner choices of the hierarchical algorithms, for `ranks` ranks joined by `link`.
 Algorithm choose_lane_allreduce(const CostModel& model, int ranks, double bytes,
                                 const LinkCost& link);

@@ -1,9 +1,12 @@
 #include "communicator/transport_setup.hpp"
 
 #include <bit>
+#include <set>
 
 #include "core/log.hpp"
+#include "core/net_interfaces.hpp"
 #include "core/status.hpp"
+#include "topology/topology_file.hpp"
 
 namespace holmes::detail {
 
@@ -66,6 +69,44 @@ ucx::UcxChoices ucx_choices(const Settings& settings) {
 TransportTunings transport_tunings(const Settings& settings) {
   return {shm_tuning(settings), ucx_choices(settings), verbs_config(settings),
           port_preferences(settings)};
+}
+
+std::string tcp_nics(const Settings& settings, const std::string& host,
+                     const std::set<std::string>& interfaces) {
+  if (auto given = settings.text_if_given(Setting::kTcpNics)) return *given;
+  const auto file = settings.text_if_given(Setting::kTopology);
+  if (!file) return "";
+  const topology::Topology topo = topology::load_topology_file(*file);
+  const topology::Host* here = topo.find_host(host);
+  if (here == nullptr) return "";
+  std::vector<std::pair<std::string, double>> ethernet;  // name, Gbit/s
+  for (const auto& nic : here->nics) {
+    const auto& link = topo.link_class(nic.link_class);
+    if (link.fabric == topology::Fabric::kEthernet) {
+      ethernet.emplace_back(nic.name, link.gbit_per_s / topo.emulation_scale);
+    }
+  }
+  if (ethernet.size() < 2) return "";
+  std::string list;
+  for (const auto& [name, gbit] : ethernet) {
+    if (!interfaces.contains(name)) {
+      HM_LOG_INFO(
+          "host {}: {} gives it NIC {}, which this machine does not have: tcp uses its "
+          "listen address alone (HOLMES_TCP_NICS sets the NICs)",
+          host, *file, name);
+      return "";
+    }
+    list += fmt::format("{}{}@{:g}", list.empty() ? "" : ",", name, gbit);
+  }
+  return list;
+}
+
+std::string tcp_nics(const Settings& settings, const std::string& host) {
+  std::set<std::string> interfaces;
+  if (!settings.given(Setting::kTcpNics) && settings.given(Setting::kTopology)) {
+    for (const auto& a : interface_addresses()) interfaces.insert(a.interface);
+  }
+  return tcp_nics(settings, host, interfaces);
 }
 
 bool transport_usable(TransportKind kind, const Settings& settings, std::string* why) {

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <memory>
+#include <set>
 #include <string>
 
 #include "core/settings.hpp"
@@ -18,6 +19,16 @@ verbs::VerbsConfig verbs_config(const Settings& settings);
 verbs::PortPreferences port_preferences(const Settings& settings);
 ucx::UcxChoices ucx_choices(const Settings& settings);
 TransportTunings transport_tunings(const Settings& settings);
+
+// The NIC list tcp stripes over (transports/tcp/nics.hpp): HOLMES_TCP_NICS when given; else
+// the NICs the topology file (HOLMES_TOPOLOGY) gives host `host` in an ethernet link class, as
+// "name@Gbit/s" at the class's rate over the file's emulation_scale, when it gives two or more
+// and each is an interface of this machine (a file that describes other machines leaves tcp on
+// its one address, and says so at info); else "" (the listen address alone). `interfaces`: the
+// machine's interface names (the first form reads this machine's).
+std::string tcp_nics(const Settings& settings, const std::string& host,
+                     const std::set<std::string>& interfaces);
+std::string tcp_nics(const Settings& settings, const std::string& host);
 
 // Whether this build and machine can run `kind` under these settings (the verbs port choice
 // follows HOLMES_IB_DEVICE and HOLMES_IB_GID_INDEX); when not, `why` says so.

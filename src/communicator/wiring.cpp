@@ -76,7 +76,9 @@ std::unique_ptr<Router> wire(int rank, int size, const TransportOptions& options
       if (wanted && transport_usable(kind, settings, nullptr)) card.available.push_back(kind);
     }
     auto& tcp = transports[static_cast<std::size_t>(TransportKind::kTcp)];
-    tcp = create_transport(TransportKind::kTcp, options, settings);
+    TransportOptions tcp_options = options;
+    tcp_options.tcp_nics = tcp_nics(settings, card.locality.host);
+    tcp = create_transport(TransportKind::kTcp, tcp_options, settings);
     card.addresses[static_cast<std::size_t>(TransportKind::kTcp)] = tcp->listen_address();
   } catch (const Error& e) {
     local_error = e;

@@ -117,6 +117,12 @@ constexpr SettingSpec kTable[] = {
           "else `reno`; links between hosts keep the kernel's default), `system` (never set), or a "
           "name (`bbr`, `cubic`, `dctcp`, ...) for every link; a name the kernel refuses fails at "
           "start naming what is allowed"),
+    typed(S::kTcpNics, "HOLMES_TCP_NICS", T::kText, Scope::kTransport, "tcp", "",
+          "NICs the tcp links stripe over, each with its own connections and a share of every "
+          "message by its rate: `eth0@25,eth1@25` (interface or address, `@Gbit/s` optional), "
+          "`auto` (every interface up with an IPv4 address), `off`; unset: this host's NICs of an "
+          "ethernet link class in the `HOLMES_TOPOLOGY` file when it lists two or more and this "
+          "host has them, else the listen address alone"),
     integer(S::kShmRingBytes, "HOLMES_SHM_RING_BYTES", Scope::kTransport, "shm", "2097152",
             64 * kKiB, 256 * kMiB,
             "ring size per sending peer, rounded down to a power of two (shrunk for large jobs)"),

@@ -40,6 +40,7 @@ enum class Setting : std::uint8_t {
   kChecksum,
   kTcpFusedReduce,
   kTcpCongestion,
+  kTcpNics,
   kShmRingBytes,
   kShmCma,
   kShmCmaMinBytes,

@@ -1,10 +1,6 @@
 #include "topology/discovery.hpp"
 
-#include <arpa/inet.h>
 #include <hwloc.h>
-#include <ifaddrs.h>
-#include <net/if.h>
-#include <netinet/in.h>
 #include <unistd.h>
 
 #include <fmt/format.h>
@@ -16,6 +12,7 @@
 #include <fstream>
 #include <memory>
 
+#include "core/net_interfaces.hpp"
 #include "topology/locality.hpp"
 #include "topology/nominal_links.hpp"
 
@@ -256,53 +253,20 @@ void read_hwloc_locality(Discovery& out) {
   }
 }
 
-std::string ipv4_text(in_addr address) {
-  char text[INET_ADDRSTRLEN] = {0};
-  ::inet_ntop(AF_INET, &address, text, sizeof(text));
-  return text;
-}
-
-int prefix_length(const sockaddr* mask, int family) {
-  if (mask == nullptr) return 0;
-  const auto* bytes = family == AF_INET
-                          ? reinterpret_cast<const unsigned char*>(
-                                &reinterpret_cast<const sockaddr_in*>(mask)->sin_addr)
-                          : reinterpret_cast<const unsigned char*>(
-                                &reinterpret_cast<const sockaddr_in6*>(mask)->sin6_addr);
-  const int size = family == AF_INET ? 4 : 16;
-  int bits = 0;
-  for (int i = 0; i < size; ++i) bits += __builtin_popcount(bytes[i]);
-  return bits;
-}
-
 // Addresses of the NICs found, and each NIC's first IPv4 network as its subnet.
 void read_addresses(Discovery& out) {
-  ifaddrs* raw = nullptr;
-  if (::getifaddrs(&raw) != 0) {
-    out.notes.push_back("getifaddrs failed: NIC addresses unknown");
+  std::string error;
+  const auto addresses = interface_addresses(&error);
+  if (!error.empty()) {
+    out.notes.push_back(error + ": NIC addresses unknown");
     return;
   }
-  const std::unique_ptr<ifaddrs, void (*)(ifaddrs*)> list(raw, ::freeifaddrs);
-  for (const ifaddrs* a = raw; a != nullptr; a = a->ifa_next) {
-    if (a->ifa_addr == nullptr || a->ifa_name == nullptr) continue;
-    const int family = a->ifa_addr->sa_family;
-    if (family != AF_INET && family != AF_INET6) continue;
-    Nic* nic = find_nic(out, a->ifa_name);
+  for (const InterfaceAddress& a : addresses) {
+    Nic* nic = find_nic(out, a.interface);
     if (nic == nullptr) continue;
-    const int prefix = prefix_length(a->ifa_netmask, family);
-    char text[INET6_ADDRSTRLEN] = {0};
-    const void* address =
-        family == AF_INET
-            ? static_cast<const void*>(&reinterpret_cast<const sockaddr_in*>(a->ifa_addr)->sin_addr)
-            : static_cast<const void*>(
-                  &reinterpret_cast<const sockaddr_in6*>(a->ifa_addr)->sin6_addr);
-    ::inet_ntop(family, address, text, sizeof(text));
-    out.addresses[nic->name].push_back(fmt::format("{}/{}", text, prefix));
-    if (family == AF_INET && nic->subnet.empty() && a->ifa_netmask != nullptr) {
-      in_addr network = reinterpret_cast<const sockaddr_in*>(a->ifa_addr)->sin_addr;
-      network.s_addr &= reinterpret_cast<const sockaddr_in*>(a->ifa_netmask)->sin_addr.s_addr;
-      nic->subnet = fmt::format("{}/{}", ipv4_text(network), prefix);
-    }
+    out.addresses[nic->name].push_back(fmt::format("{}/{}", a.address, a.prefix));
+    if (!a.ipv6 && a.prefix > 0 && nic->subnet.empty())
+      nic->subnet = ipv4_network(a.address, a.prefix);
   }
 }
 

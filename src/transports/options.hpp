@@ -21,6 +21,9 @@ struct TransportOptions {
   // tcp: HOLMES_TCP_CONGESTION, "" = auto (tcp/congestion.hpp): which congestion control links
   // get.
   std::string tcp_congestion;
+  // tcp: the NICs to stripe over (HOLMES_TCP_NICS, or this host's NICs in the topology file),
+  // as tcp/nics.hpp reads it; "" = the listen address alone.
+  std::string tcp_nics;
   // ucx: false when every peer the transport serves is on another host. UCX then leaves out its
   // shared-memory transports (unless UCX_TLS is set): between hosts they can never carry
   // anything, but namespaces emulating hosts on one machine look like one host to UCX, which

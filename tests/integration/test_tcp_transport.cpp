@@ -8,6 +8,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <cstring>
@@ -394,6 +395,101 @@ TEST(TcpTransportTest, BadArgumentsAreRefused) {
   options.listen_host = "127.0.0.1";
   options.sockets_per_peer = 0;
   EXPECT_THROW(tcp::make_tcp_transport(options), Error);
+}
+
+// Several NICs (HOLMES_TCP_NICS): loopback aliases stand in for them, 127.0.0.1 and 127.0.0.2,
+// each its own listener and lane. The endpoints' per-NIC counters come from the sockets the
+// payload really went out of and came in on.
+
+tcp::TcpOptions nic_options(const std::string& nics) {
+  auto options = test_options("nics", 2, "nics");
+  options.tcp_nics = nics;
+  return options;
+}
+
+std::vector<tcp::NicTraffic> traffic(const std::unique_ptr<Transport>& t) {
+  return dynamic_cast<const tcp::TcpTransport&>(*t).nic_traffic();
+}
+
+// Sends `bytes` from `from` to `to` and checks that every byte arrived as sent.
+void exchange_exactly(std::vector<std::unique_ptr<Transport>>& all, int from, int to,
+                      std::size_t bytes, std::uint64_t tag) {
+  const auto sent = pattern(bytes, static_cast<int>(tag));
+  std::vector<std::byte> received(bytes, std::byte{0});
+  auto recv = all[static_cast<std::size_t>(to)]->irecv(from, tag, 3, received);
+  auto send = all[static_cast<std::size_t>(from)]->isend(to, tag, 3, sent);
+  ASSERT_TRUE(finishes(send));
+  ASSERT_TRUE(finishes(recv));
+  EXPECT_EQ(send->status(), HM_SUCCESS) << send->message();
+  EXPECT_EQ(recv->status(), HM_SUCCESS) << recv->message();
+  EXPECT_TRUE(received == sent) << "payload of " << bytes << " bytes differs";
+}
+
+TEST(TcpMultiNic, StripesEveryLargeMessageOverBothNics) {
+  std::vector<std::unique_ptr<Transport>> all;
+  all.push_back(tcp::make_tcp_transport(nic_options("127.0.0.1@1,127.0.0.2@1")));
+  all.push_back(tcp::make_tcp_transport(nic_options("127.0.0.1,127.0.0.2")));
+  const std::vector<std::string> cards = {all[0]->listen_address(), all[1]->listen_address()};
+  // The card lists both listeners after the listen address.
+  EXPECT_EQ(std::count(cards[0].begin(), cards[0].end(), ';'), 2) << cards[0];
+  for (int i = 0; i < 2; ++i) all[static_cast<std::size_t>(i)]->set_peers(i, cards);
+  constexpr std::size_t kBytes = (16u << 20) + 5;
+  exchange_exactly(all, 0, 1, kBytes, 1);
+  exchange_exactly(all, 1, 0, kBytes, 2);
+  exchange_exactly(all, 0, 1, 100, 3);  // small: one fragment, one connection
+  for (int i = 0; i < 2; ++i) {
+    const auto nics = traffic(all[static_cast<std::size_t>(i)]);
+    ASSERT_EQ(nics.size(), 2u);
+    EXPECT_EQ(nics[0].nic.ip, "127.0.0.1");
+    EXPECT_EQ(nics[1].nic.ip, "127.0.0.2");
+    // Every payload byte went out of one of the NICs and came in on one, and each NIC carried
+    // part of it both ways.
+    EXPECT_EQ(nics[0].sent + nics[1].sent, kBytes + (i == 0 ? 100 : 0));
+    EXPECT_EQ(nics[0].received + nics[1].received, kBytes + (i == 1 ? 100 : 0));
+    for (const auto& n : nics) {
+      EXPECT_GT(n.sent, kBytes / 8) << "rank " << i << " sent little on " << n.nic.ip;
+      EXPECT_GT(n.received, kBytes / 8) << "rank " << i << " received little on " << n.nic.ip;
+    }
+  }
+  EXPECT_NE(all[0]->link(1).description.find("over lo -> 127.0.0.1:"), std::string::npos)
+      << all[0]->link(1).description;
+}
+
+// A rank with one address and a rank with two NICs: each reaches the other, the two-NIC rank
+// over both of its NICs (loopback: both are on the one-NIC rank's network), the other over its
+// one connection set to the two-NIC rank's listen address.
+TEST(TcpMultiNic, APeerWithOneNicTalksToOneWithTwo) {
+  std::vector<std::unique_ptr<Transport>> all;
+  all.push_back(tcp::make_tcp_transport(nic_options("127.0.0.1,127.0.0.2")));
+  all.push_back(tcp::make_tcp_transport(test_options("nics", 2, "nics")));
+  const std::vector<std::string> cards = {all[0]->listen_address(), all[1]->listen_address()};
+  EXPECT_EQ(cards[1].find(';'), std::string::npos) << cards[1];  // one NIC: the address alone
+  for (int i = 0; i < 2; ++i) all[static_cast<std::size_t>(i)]->set_peers(i, cards);
+  constexpr std::size_t kBytes = (8u << 20) + 3;
+  exchange_exactly(all, 0, 1, kBytes, 1);
+  exchange_exactly(all, 1, 0, kBytes, 2);
+  exchange_exactly(all, 1, 0, 7, 3);
+  const auto nics = traffic(all[0]);
+  ASSERT_EQ(nics.size(), 2u);
+  EXPECT_GT(nics[0].sent, 0u);
+  EXPECT_GT(nics[1].sent, 0u);
+  EXPECT_EQ(nics[0].sent + nics[1].sent, kBytes);
+  // The one-NIC rank dials the listen address: 127.0.0.1's listener took it all.
+  EXPECT_EQ(nics[0].received, kBytes + 7);
+  EXPECT_EQ(nics[1].received, 0u);
+  EXPECT_TRUE(traffic(all[1]).empty());
+}
+
+TEST(TcpMultiNic, ABadNicListIsRefusedNamingTheSetting) {
+  for (const std::string bad : {"hs-no-such-nic0", "127.0.0.1@x", "192.0.2.254"}) {
+    try {
+      tcp::make_tcp_transport(nic_options(bad));
+      ADD_FAILURE() << "accepted " << bad;
+    } catch (const Error& e) {
+      EXPECT_EQ(e.status(), HM_ERR_INVALID_ARGUMENT);
+      EXPECT_NE(std::string(e.what()).find("HOLMES_TCP_NICS"), std::string::npos) << e.what();
+    }
+  }
 }
 
 // Combining receives (CombiningReceive::irecv_reduce): each fragment is reduced into the buffer as

@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 
 #include <cstddef>
+#include <cstdio>
 #include <cstdlib>
 #include <map>
 #include <optional>
@@ -214,6 +215,42 @@ TEST_F(SettingsTest, UcxChoicesComeFromUcxVariablesOrTheConfig) {
   const auto configured = detail::ucx_choices(detail::configured_settings(config));
   EXPECT_EQ(configured.tls, "rc,sm");
   EXPECT_EQ(configured.net_devices, "lo");
+}
+
+// tcp's NIC list: HOLMES_TCP_NICS as given; else the topology file's ethernet NICs of this host
+// at their class's rate / emulation_scale, when it lists two or more and the machine has them.
+TEST_F(SettingsTest, TcpNicsComeFromTheSettingElseTheTopologyFile) {
+  const std::string file = ::testing::TempDir() + "tcp-nics-topology.yaml";
+  {
+    std::FILE* f = std::fopen(file.c_str(), "w");
+    ASSERT_NE(f, nullptr);
+    std::fputs(
+        "emulation_scale: 10\n"
+        "link_classes:\n"
+        "  eth-10: {fabric: ethernet, gbit_per_s: 10, latency_us: 20}\n"
+        "  ib:     {fabric: ib, gbit_per_s: 200, latency_us: 2}\n"
+        "  nvlink: {fabric: nvlink, gbit_per_s: 2400, latency_us: 1}\n"
+        "inter_island_link: eth-10\n"
+        "islands:\n"
+        "  - {name: a, fabric: ib, link_class: ib, hosts: [\n"
+        "      {name: two, gpus: 1, nics: [{name: mlx5_0}, {name: eth0, link_class: eth-10},\n"
+        "                                   {name: eth1, link_class: eth-10}]},\n"
+        "      {name: one, gpus: 1, nics: [{name: eth0, link_class: eth-10}]}]}\n",
+        f);
+    std::fclose(f);
+  }
+  const std::set<std::string> both = {"lo", "eth0", "eth1"};
+  EXPECT_EQ(detail::tcp_nics(Settings::from_environment(), "two", both), "");  // no file
+  set("HOLMES_TOPOLOGY", file.c_str());
+  const Settings with_file = Settings::from_environment();
+  // The RDMA port is not tcp's; 10 Gbit/s / 10.
+  EXPECT_EQ(detail::tcp_nics(with_file, "two", both), "eth0@1,eth1@1");
+  EXPECT_EQ(detail::tcp_nics(with_file, "one", both), "");            // one NIC: nothing to stripe
+  EXPECT_EQ(detail::tcp_nics(with_file, "absent", both), "");         // not in the file
+  EXPECT_EQ(detail::tcp_nics(with_file, "two", {"lo", "eth0"}), "");  // eth1 is not here
+  set("HOLMES_TCP_NICS", "eth3@2,10.0.0.1");
+  EXPECT_EQ(detail::tcp_nics(Settings::from_environment(), "two", both), "eth3@2,10.0.0.1");
+  std::remove(file.c_str());
 }
 
 TEST_F(SettingsTest, TheConfigWinsOverTheEnvironmentAndItsFieldsOverItsSettings) {

@@ -179,6 +179,27 @@ TEST(CostModel, HierarchicalSegmentsGrowWithTheMessageWithinBounds) {
   EXPECT_EQ(hierarchical_segments(one, m, 64 * kMiB), 1);
 }
 
+// Segments in the lanes' phase at once: one while the slow tier's latency costs little next to a
+// segment's time on it, more as bandwidth x latency grows, never more than kMaxLaneWindow.
+TEST(CostModel, LaneWindowCoversTheSlowTiersLatency) {
+  CostModel m;
+  constexpr double kMiB = 1 << 20;
+  m.inter_island = {30, 0.0625};  // 0.5 Gbit/s, 30 us: 4 MiB take 67 ms
+  EXPECT_EQ(hierarchical_lane_window(cluster(2, 2, 1, m), 4 * kMiB), 1);
+  m.inter_island = {1000, 0.0625};  // 2 ms of idle ring steps: 3% of a segment
+  EXPECT_EQ(hierarchical_lane_window(cluster(2, 2, 1, m), 4 * kMiB), 2);
+  m.inter_island = {10000, 0.0625};  // 20 ms
+  EXPECT_EQ(hierarchical_lane_window(cluster(2, 2, 1, m), 4 * kMiB), 2);
+  m.inter_island = {10000, 1.25};  // 10 Gbit/s: the same 20 ms against 3.4 ms
+  EXPECT_EQ(hierarchical_lane_window(cluster(2, 2, 1, m), 4 * kMiB), kMaxLaneWindow);
+  m.inter_island = {10000, 0.25};  // 2 Gbit/s: 20 ms against 16.8 ms
+  EXPECT_EQ(hierarchical_lane_window(cluster(2, 2, 1, m), 4 * kMiB), 3);
+  // Three islands: a ring of four steps, twice the idle time.
+  EXPECT_EQ(hierarchical_lane_window(cluster(3, 2, 1, m), 4 * kMiB), kMaxLaneWindow);
+  EXPECT_EQ(hierarchical_lane_window(cluster(1, 4, 1, m), 4 * kMiB), 1);  // no slow tier
+  EXPECT_EQ(hierarchical_lane_window(cluster(2, 2, 1, m), 0), 1);
+}
+
 TEST(CostModel, ForcedAlgorithmIsReportedWithItsPrediction) {
   CostModel m;
   const Hierarchy h = cluster(1, 1, 4, m);

@@ -157,14 +157,22 @@ void hierarchical_allreduce(CollectiveContext& ctx, const Hierarchy& h, const Co
     timeline.emplace("hierarchical allreduce", kLanesPhase, phase_name);
   }
   PhaseTimeline* const timing = timeline ? &*timeline : nullptr;
-  run_segments(ctx, segments, kPhasesPerDescent, timing,
+  // The lanes' phase, several segments at once on long links: each lane sends 2(I-1)/I of its
+  // shard of a segment (I islands).
+  std::vector<int> widths(kPhasesPerDescent, 1);
+  const double islands = static_cast<double>(h.islands.size());
+  const double lane_bytes = static_cast<double>(count * es) / segments / h.summary.smallest_island *
+                            2 * (islands - 1) / islands;
+  const int lane_window = hierarchical_lane_window(h, lane_bytes);
+  widths[kLanesPhase] = lane_window;
+  run_segments(ctx, segments, kPhasesPerDescent, std::move(widths), timing,
                [&](int s, ScratchSpace* scratch, const SegmentTurn& turn) {
                  const std::size_t at = parts.block_start(s);
                  descend(ctx, h, model, everyone, 0, in + at * es, out + at * es,
                          parts.block_size(s), dtype, op,
                          kFirst + kPhasesPerDescent * static_cast<std::uint64_t>(s), scratch, turn);
                });
-  if (timing != nullptr) timing->log(count * es, segments);
+  if (timing != nullptr) timing->log(count * es, segments, lane_window);
 }
 
 }  // namespace holmes

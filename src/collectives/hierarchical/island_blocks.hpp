@@ -137,7 +137,8 @@ struct BlockPlan {
         segments(block_segments(
             ctx, h, model, static_cast<double>(static_cast<std::size_t>(h.size()) * count * es))),
         pieces(count, segments, count),
-        phases(block_phases(h)) {
+        phases(block_phases(h)),
+        es(es) {
     const IslandBlocks whole(h, count);
     direct = whole.identity() && (segments == 1 || whole.uniform());
   }
@@ -147,8 +148,16 @@ struct BlockPlan {
   // offset in a rank's block.
   template <typename Body>
   void run(const CollectiveContext& ctx, Body&& body) const {
+    // The lanes' phase, several segments at once on long links: each lane sends (I-1)/I of its
+    // part of a segment (I islands).
+    std::vector<int> widths(phases, 1);
+    const double islands = static_cast<double>(h.islands.size());
+    const double lane_bytes = static_cast<double>(h.size()) * static_cast<double>(count * es) /
+                              segments / h.summary.smallest_island * (islands - 1) / islands;
+    widths[kLanePhase] = hierarchical_lane_window(h, lane_bytes);
     run_segments(
-        ctx, segments, phases, nullptr, [&](int s, ScratchSpace* scratch, const SegmentTurn& turn) {
+        ctx, segments, phases, std::move(widths), nullptr,
+        [&](int s, ScratchSpace* scratch, const SegmentTurn& turn) {
           const std::size_t size = pieces.block_size(s);
           const std::size_t start = pieces.block_start(s);
           const IslandBlocks blocks =
@@ -164,6 +173,7 @@ struct BlockPlan {
   int segments;
   BlockLayout pieces;
   std::uint64_t phases;
+  std::size_t es;  // bytes per element
   bool direct = false;
 };
 

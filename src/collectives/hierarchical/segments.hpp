@@ -13,6 +13,7 @@
 #include <exception>
 #include <mutex>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "collectives/context.hpp"
@@ -46,42 +47,74 @@ inline int position_in(const std::vector<int>& members, int rank) {
 // islands' work, and the slow tier carries one segment after another while the islands reduce
 // the next ones and gather the previous ones: a pipeline. Segments let loose at once would
 // share the CPU through the first phases (the slow link idle meanwhile) and all reach the slow
-// link together. Every rank takes the same turns, and a turn waits only for a lower segment in
+// link together. Every rank takes the same turns, and a turn waits only for lower segments in
 // the same phase, so the order cannot deadlock. A segment that fails ends every wait (abort):
 // the segments that were waiting stop with TurnAborted, and the failure reported is the one that
 // caused it.
+//
+// A phase may be given a width W > 1: segments still enter it in order, but segment s enters
+// once segments up to s-W have left it. The lanes' phase takes that on long links: a segment
+// there ends one latency after its last bytes left, and its last step waits a latency for the
+// step before, so one segment at a time leaves the link idle for latencies; W segments at once
+// keep bandwidth x RTT in flight (hierarchical_lane_window).
 struct TurnAborted {};
 
 class PhaseTurns {
  public:
-  // `phases`: the phases each segment takes (numbered from 0); `progress` (may be nullptr)
-  // counts the communicator's completed transfers.
+  // `phases`: the phases each segment takes (numbered from 0); `widths[p]`: how many segments
+  // may be in phase p at once (1 where not given); `progress` (may be nullptr) counts the
+  // communicator's completed transfers.
   PhaseTurns(std::size_t phases, std::chrono::milliseconds timeout,
-             const std::atomic<std::uint64_t>* progress)
-      : timeout_(timeout), progress_(progress), next_(phases, 0) {}
+             const std::atomic<std::uint64_t>* progress, std::vector<int> widths = {})
+      : timeout_(timeout),
+        progress_(progress),
+        widths_(std::move(widths)),
+        entered_(phases, 0),
+        left_below_(phases, 0),
+        left_(phases) {
+    widths_.resize(phases, 1);
+  }
 
   // Waits for `segment`'s turn in `phase`. A phase of the segment before may rightly take longer
   // than the timeout (many transfers on a slow link, each within it), so the wait fails with
   // HM_ERR_TIMEOUT only after a whole timeout in which no transfer of the communicator completed.
-  void enter(std::uint64_t phase, int segment) {
+  // Returns when the segment entered, read under the turns' lock so that the segments' entry
+  // times into a phase are in their order even where several may be in it at once.
+  std::chrono::steady_clock::time_point enter(std::uint64_t phase, int segment) {
     std::unique_lock lock(mutex_);
     auto transfers = [&] { return progress_ != nullptr ? progress_->load() : 0; };
+    auto turn = [&] {
+      return aborted_ || (entered_[phase] == segment &&
+                          segment < left_below_[phase] + std::max(1, widths_[phase]));
+    };
     for (auto seen = transfers();;) {
-      if (cv_.wait_for(lock, timeout_, [&] { return aborted_ || next_[phase] == segment; })) break;
+      if (cv_.wait_for(lock, timeout_, turn)) break;
       if (transfers() == seen) {
         fail(HM_ERR_TIMEOUT,
              "hierarchical collective: segment {} waited {} ms for segment {} to finish phase {}, "
              "and no transfer completed meanwhile",
-             segment, timeout_.count(), next_[phase], phase);
+             segment, timeout_.count(),
+             entered_[phase] == segment ? left_below_[phase] : entered_[phase], phase);
       }
       seen = transfers();
     }
     if (aborted_) throw TurnAborted{};
+    ++entered_[phase];
+    const auto entered = std::chrono::steady_clock::now();
+    lock.unlock();
+    cv_.notify_all();  // the next segment may enter beside this one
+    return entered;
   }
-  void leave(std::uint64_t phase) {
+  void leave(std::uint64_t phase, int segment) {
     {
       std::lock_guard lock(mutex_);
-      ++next_[phase];
+      auto& left = left_[phase];
+      if (left.size() <= static_cast<std::size_t>(segment)) left.resize(segment + 1, false);
+      left[static_cast<std::size_t>(segment)] = true;
+      while (static_cast<std::size_t>(left_below_[phase]) < left.size() &&
+             left[static_cast<std::size_t>(left_below_[phase])]) {
+        ++left_below_[phase];
+      }
     }
     cv_.notify_all();
   }
@@ -98,7 +131,10 @@ class PhaseTurns {
   const std::atomic<std::uint64_t>* progress_;
   std::mutex mutex_;
   std::condition_variable cv_;
-  std::vector<int> next_;  // per phase: the segment whose turn it is
+  std::vector<int> widths_;
+  std::vector<int> entered_;             // per phase: segments that have entered it
+  std::vector<int> left_below_;          // per phase: segments 0 .. this-1 have all left it
+  std::vector<std::vector<bool>> left_;  // per phase and segment: has left it
   bool aborted_ = false;
 };
 
@@ -124,7 +160,8 @@ class PhaseTimeline {
   }
 
   // One debug line for the call, then one trace line per phase in the order they started.
-  void log(std::size_t bytes, int segments) {
+  // `lane_window`: how many segments the turns let into the lanes' phase at once.
+  void log(std::size_t bytes, int segments, int lane_window) {
     const double total = ms(Clock::now());
     std::lock_guard lock(mutex_);
     std::sort(entries_.begin(), entries_.end(),
@@ -132,11 +169,11 @@ class PhaseTimeline {
     double first = -1;
     double last = 0;
     double busy = 0;
-    for (const auto& e : entries_) {
+    for (const auto& e : entries_) {  // in order of start: the union of the lanes' spells
       if (e.phase != lanes_phase_) continue;
       if (first < 0) first = e.started;
+      busy += std::max(0.0, e.ended - std::max(e.started, last));
       last = std::max(last, e.ended);
-      busy += e.ended - e.started;  // the turns keep one segment at a time on the lanes
     }
     if (first < 0) {
       HM_LOG_DEBUG("{} of {} B in {} segments: {:.1f} ms; this rank has no lane across islands",
@@ -144,9 +181,9 @@ class PhaseTimeline {
     } else {
       HM_LOG_DEBUG(
           "{} of {} B in {} segments: {:.1f} ms; this rank's lane across islands ran {:.1f} ms "
-          "of phases from {:.1f} to {:.1f} ms: {:.1f} ms of island work before it, {:.1f} ms "
-          "after",
-          what_, bytes, segments, total, busy, first, last, first, total - last);
+          "of phases from {:.1f} to {:.1f} ms ({} segments at once at most): {:.1f} ms of island "
+          "work before it, {:.1f} ms after",
+          what_, bytes, segments, total, busy, first, last, lane_window, first, total - last);
     }
     for (const auto& e : entries_) {
       HM_LOG_TRACE("{} segment {} {}: asked at {:.2f} ms, ran {:.2f}..{:.2f}", what_, e.segment,
@@ -183,31 +220,32 @@ struct SegmentTurn {
   void run(std::uint64_t phase, Work&& work) const {
     const auto asked =
         timeline != nullptr ? PhaseTimeline::Clock::now() : PhaseTimeline::Clock::time_point{};
-    if (turns != nullptr) turns->enter(phase, segment);
-    const auto started = timeline != nullptr ? PhaseTimeline::Clock::now() : asked;
+    const auto started = turns != nullptr      ? turns->enter(phase, segment)
+                         : timeline != nullptr ? PhaseTimeline::Clock::now()
+                                               : asked;
     work();
     // Timed before the next segment may start the phase.
     if (timeline != nullptr) {
       timeline->record(segment, phase, asked, started, PhaseTimeline::Clock::now());
     }
-    if (turns != nullptr) turns->leave(phase);
+    if (turns != nullptr) turns->leave(phase, segment);
   }
 };
 
 // Runs `segment(s, scratch, turn)` for every segment s of a hierarchical collective: one segment
 // inline, several on threads of their own that take each of the `phases` phases in turn
-// (PhaseTurns), each with its own scratch. A failure ends the other segments' waits; the first
-// is rethrown.
+// (PhaseTurns, `widths` segments at once per phase), each with its own scratch. A failure ends
+// the other segments' waits; the first is rethrown.
 template <typename Segment>
 void run_segments(const CollectiveContext& ctx, int segments, std::size_t phases,
-                  PhaseTimeline* timeline, Segment&& segment) {
+                  std::vector<int> widths, PhaseTimeline* timeline, Segment&& segment) {
   if (segments <= 1) {
     segment(0, static_cast<ScratchSpace*>(nullptr), SegmentTurn{});
     return;
   }
-  std::vector<ScratchSpace> scratch(static_cast<std::size_t>(segments));
+  const std::span<ScratchSpace> scratch = ctx.segment_scratch(static_cast<std::size_t>(segments));
   std::vector<std::exception_ptr> errors(static_cast<std::size_t>(segments));
-  PhaseTurns turns(phases, ctx.timeout(), ctx.progress());
+  PhaseTurns turns(phases, ctx.timeout(), ctx.progress(), std::move(widths));
   std::vector<std::thread> threads;
   for (int s = 0; s < segments; ++s) {
     threads.emplace_back([&, s] {

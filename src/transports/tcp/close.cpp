@@ -142,7 +142,7 @@ void TcpTransport::send_notices(hm_status_t status, const std::string& why) {
   const std::size_t frame_bytes = header.size() + text.size();
   for (std::size_t peer = 0; peer < peers_.size(); ++peer) {
     auto& p = peers_[peer];
-    if (p.failure.failed() || p.out_ready < config_.sockets_per_peer) continue;
+    if (p.failure.failed() || !p.connected()) continue;
     for (auto& link : p.out) {
       if (!link->ready || link->writing || !link->queue.empty()) continue;
       error_code ec;
@@ -161,6 +161,7 @@ void TcpTransport::do_shutdown(hm_status_t status, const std::string& why, bool 
   if (!closed_.close(status, why)) return;
   error_code ignored;
   listener_.close();
+  for (auto& listener : nic_listeners_) listener->close();
   if (notify) send_notices(status, why);
   // Close every socket first: from here on no read can land in a caller's buffer.
   for (auto& p : peers_) {

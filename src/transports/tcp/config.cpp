@@ -18,6 +18,7 @@ TcpConfig tcp_config(const TransportOptions& options) {
   config.fused_reduce = options.tcp_fused_reduce;
   config.socket_buffer_bytes = options.socket_buffer_bytes;
   config.congestion = options.tcp_congestion;
+  config.nics = resolve_tcp_nics(options.tcp_nics, "HOLMES_TCP_NICS");
   return config;
 }
 

@@ -1,13 +1,15 @@
 // The tcp transport's settings: the slice of TransportOptions it runs on, checked once when the
 // transport is made. The communicator fills TransportOptions (from hm_config_t and the
 // environment: HOLMES_SOCKETS_PER_PEER, HOLMES_CHECKSUM, HOLMES_TCP_FUSED_REDUCE,
-// HOLMES_TCP_CONGESTION, ...); nothing in this folder reads the environment.
+// HOLMES_TCP_CONGESTION, HOLMES_TCP_NICS, ...); nothing in this folder reads the environment.
 #pragma once
 
 #include <chrono>
 #include <string>
+#include <vector>
 
 #include "transports/options.hpp"
+#include "transports/tcp/nics.hpp"
 
 namespace holmes::tcp {
 
@@ -29,10 +31,11 @@ struct TcpConfig {
   bool fused_reduce = true;
   int socket_buffer_bytes = 4 << 20;  // SO_SNDBUF/SO_RCVBUF; 0 leaves kernel autotuning
   std::string congestion;             // "" = auto (congestion.hpp)
+  std::vector<TcpNic> nics;           // empty: the listen address alone (nics.hpp)
 };
 
 // The tcp slice of `options`; throws HM_ERR_INVALID_ARGUMENT for sockets per peer outside
-// [1, kMaxSocketsPerPeer].
+// [1, kMaxSocketsPerPeer] and for a NIC list that does not resolve (naming HOLMES_TCP_NICS).
 TcpConfig tcp_config(const TransportOptions& options);
 
 }  // namespace holmes::tcp

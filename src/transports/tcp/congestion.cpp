@@ -12,6 +12,7 @@
 
 #include "core/log.hpp"
 #include "core/status.hpp"
+#include "core/text.hpp"
 
 namespace holmes::tcp {
 namespace {
@@ -27,15 +28,6 @@ bool well_formed(std::string_view name) {
          std::all_of(name.begin(), name.end(), [](char c) {
            return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_' || c == '-';
          });
-}
-
-// `text` for a message: bytes outside printable ASCII shown as '?'.
-std::string printable(std::string_view text) {
-  std::string out(text);
-  for (char& c : out) {
-    if (c < 0x20 || c > 0x7e) c = '?';
-  }
-  return out;
 }
 
 // errno of setting `name` on `fd`, 0 on success.

@@ -45,8 +45,7 @@ void TcpTransport::check_connected() {
         if (peer == directory_.rank() || p.address.empty()) {
           return ConnectWaiters::Peer::kNotServed;
         }
-        return p.out_ready < config_.sockets_per_peer ? ConnectWaiters::Peer::kConnecting
-                                                      : ConnectWaiters::Peer::kConnected;
+        return p.connected() ? ConnectWaiters::Peer::kConnected : ConnectWaiters::Peer::kConnecting;
       },
       [this](int peer) -> const PeerFailure& {
         return peers_[static_cast<std::size_t>(peer)].failure;
@@ -56,58 +55,77 @@ void TcpTransport::check_connected() {
 void TcpTransport::connect_peer(int peer) {
   auto& p = peers_[peer];
   p.connecting = true;
-  std::string host;
-  std::uint16_t port = 0;
+  std::vector<Lane> lanes;
   try {
-    const auto hp = parse_host_port(p.address, fmt::format("address of rank {}", peer));
-    host = hp.host;
-    port = hp.port;
+    lanes = lanes_to(peer);
   } catch (const Error& e) {
     fail_peer_now(peer, HM_ERR_INVALID_ARGUMENT, e.what());
     return;
   }
-  error_code ec;
-  const auto address = asio::ip::make_address(host, ec);
-  if (ec) {
-    fail_peer_now(
-        peer, HM_ERR_INVALID_ARGUMENT,
-        fmt::format("rank {} published '{}', which is not an IP address", peer, p.address));
-    return;
-  }
-  const tcp::endpoint endpoint(address, port);
-  for (int i = 0; i < config_.sockets_per_peer; ++i) {
-    auto link = std::make_shared<OutLink>(io_);
-    p.out.push_back(link);
-    link->timer.expires_after(config_.connect_timeout);
-    link->timer.async_wait([this, peer, link](const error_code& ec) {
-      if (ec || closed_.closed() || link->ready) return;
-      fail_peer_now(peer, HM_ERR_TIMEOUT,
-                    fmt::format("could not connect to {} within {} ms", peer_name(peer),
-                                config_.connect_timeout.count()));
-    });
-    link->socket.async_connect(endpoint, [this, peer, i, link](const error_code& ec) {
-      if (closed_.closed() || peers_[peer].failure.failed()) return;
-      if (ec) {
-        fail_peer_now(peer, HM_ERR_PEER_FAILED,
-                      fmt::format("cannot connect to {}: {}", peer_name(peer), ec.message()));
-        return;
+  p.striped = lanes.size() > 1;
+  const int sockets = config_.sockets_per_peer;
+  const int count = static_cast<int>(lanes.size()) * sockets;
+  for (const Lane& lane : lanes) {
+    error_code ec;
+    const auto address = asio::ip::make_address(lane.remote.ip, ec);
+    if (ec) {
+      fail_peer_now(
+          peer, HM_ERR_INVALID_ARGUMENT,
+          fmt::format("rank {} published '{}', which is not an IP address", peer, lane.remote.ip));
+      return;
+    }
+    const tcp::endpoint endpoint(address, lane.remote.port);
+    for (int s = 0; s < sockets; ++s) {
+      const int index = static_cast<int>(p.out.size());
+      auto link = std::make_shared<OutLink>(io_);
+      link->nic = lane.nic;
+      link->weight = lane.weight / sockets;
+      p.out.push_back(link);
+      if (lane.nic >= 0) {
+        // Leaves through the lane's NIC: bound to its address before it connects.
+        const tcp::endpoint local(asio::ip::make_address(lane.local_ip), 0);
+        link->socket.open(local.protocol(), ec);
+        if (!ec) link->socket.bind(local, ec);
+        if (ec) {
+          fail_peer_now(
+              peer, HM_ERR_TRANSPORT,
+              fmt::format("cannot bind a connection to {} to NIC {} ({}): {}", peer_name(peer),
+                          config_.nics[lane.nic].name, lane.local_ip, ec.message()));
+          return;
+        }
       }
-      configure(link->socket);
-      client_handshake(peer, i, link);
-    });
+      link->timer.expires_after(config_.connect_timeout);
+      link->timer.async_wait([this, peer, link](const error_code& ec) {
+        if (ec || closed_.closed() || link->ready) return;
+        fail_peer_now(peer, HM_ERR_TIMEOUT,
+                      fmt::format("could not connect to {} within {} ms", peer_name(peer),
+                                  config_.connect_timeout.count()));
+      });
+      link->socket.async_connect(
+          endpoint, [this, peer, index, count, link, endpoint](const error_code& ec) {
+            if (closed_.closed() || peers_[peer].failure.failed()) return;
+            if (ec) {
+              fail_peer_now(peer, HM_ERR_PEER_FAILED,
+                            fmt::format("cannot connect to {} at {}: {}", peer_name(peer),
+                                        endpoint.address().to_string(), ec.message()));
+              return;
+            }
+            configure(link->socket);
+            client_handshake(peer, index, count, link);
+          });
+    }
   }
 }
 
-void TcpTransport::client_handshake(int peer, int index, const std::shared_ptr<OutLink>& link) {
+void TcpTransport::client_handshake(int peer, int index, int count,
+                                    const std::shared_ptr<OutLink>& link) {
   asio::async_read(
       link->socket, asio::buffer(link->challenge),
-      [this, peer, index, link](const error_code& ec, std::size_t) {
+      [this, peer, index, count, link](const error_code& ec, std::size_t) {
         if (closed_.closed() || peers_[peer].failure.failed()) return;
         auth::Proof proof;
-        if (ec ||
-            !link->answer.answer(
-                link->challenge, token_,
-                context_for(directory_.rank(), peer, index, config_.sockets_per_peer), proof)) {
+        if (ec || !link->answer.answer(link->challenge, token_,
+                                       context_for(directory_.rank(), peer, index, count), proof)) {
           fail_peer_now(peer, ec ? HM_ERR_PEER_FAILED : HM_ERR_AUTH,
                         fmt::format("{} did not answer as a Holmes endpoint{}", peer_name(peer),
                                     ec ? ": " + ec.message() : std::string()));
@@ -117,11 +135,11 @@ void TcpTransport::client_handshake(int peer, int index, const std::shared_ptr<O
         hello.put_bytes(proof.encode());
         hello.put<std::uint32_t>(static_cast<std::uint32_t>(directory_.rank()));
         hello.put<std::uint32_t>(static_cast<std::uint32_t>(index));
-        hello.put<std::uint32_t>(static_cast<std::uint32_t>(config_.sockets_per_peer));
+        hello.put<std::uint32_t>(static_cast<std::uint32_t>(count));
         link->hello = std::move(hello.bytes());
         asio::async_write(
             link->socket, asio::buffer(link->hello),
-            [this, peer, index, link](const error_code& ec, std::size_t) {
+            [this, peer, index, count, link](const error_code& ec, std::size_t) {
               if (closed_.closed() || peers_[peer].failure.failed()) return;
               if (ec) {
                 fail_peer_now(
@@ -131,7 +149,7 @@ void TcpTransport::client_handshake(int peer, int index, const std::shared_ptr<O
               }
               asio::async_read(
                   link->socket, asio::buffer(link->verdict),
-                  [this, peer, index, link](const error_code& ec, std::size_t) {
+                  [this, peer, index, count, link](const error_code& ec, std::size_t) {
                     if (closed_.closed() || peers_[peer].failure.failed()) return;
                     const auto verdict = auth::Verdict::decode(link->verdict);
                     if (ec || !verdict.accepted) {
@@ -143,8 +161,7 @@ void TcpTransport::client_handshake(int peer, int index, const std::shared_ptr<O
                       return;
                     }
                     if (!link->answer.trusts(verdict, token_,
-                                             context_for(directory_.rank(), peer, index,
-                                                         config_.sockets_per_peer))) {
+                                             context_for(directory_.rank(), peer, index, count))) {
                       fail_peer_now(
                           peer, HM_ERR_AUTH,
                           fmt::format("{} could not prove the job token", peer_name(peer)));
@@ -161,7 +178,8 @@ void TcpTransport::link_ready(int peer, const std::shared_ptr<OutLink>& link) {
   link->timer.cancel();
   watch_out_link(peer, link);
   auto& p = peers_[peer];
-  if (++p.out_ready < config_.sockets_per_peer) return;
+  ++p.out_ready;
+  if (!p.connected()) return;
   auto backlog = std::move(p.backlog);
   p.backlog.clear();
   for (auto& f : backlog) enqueue(peer, std::move(f));
@@ -193,9 +211,10 @@ void TcpTransport::watch_out_link(int peer, const std::shared_ptr<OutLink>& link
       });
 }
 
-void TcpTransport::accepted(tcp::socket socket, std::string remote) {
+void TcpTransport::accepted(tcp::socket socket, std::string remote, int nic) {
   configure(socket);
   auto link = std::make_shared<InLink>(io_, std::move(socket));
+  link->nic = nic;
   link->remote = std::move(remote);
   in_links_.insert(link);
   server_handshake(link);
@@ -237,7 +256,7 @@ void TcpTransport::check_hello(const std::shared_ptr<InLink>& link) {
   if (rank >= peers_.size() || rank == static_cast<std::uint32_t>(directory_.rank())) {
     why = fmt::format("claims to be rank {}, not a peer of rank {} of {}", rank, directory_.rank(),
                       peers_.size());
-  } else if (count == 0 || count > kMaxSocketsPerPeer || index >= count) {
+  } else if (count == 0 || count > kMaxLinksPerPeer || index >= count) {
     why = fmt::format("claims link {} of {}", index, count);
   } else {
     const auto context = context_for(static_cast<int>(rank), directory_.rank(),

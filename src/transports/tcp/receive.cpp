@@ -159,6 +159,9 @@ bool TcpTransport::on_fragment(const std::shared_ptr<InLink>& link, const FrameH
         return false;
       }
     }
+    // Counted before it lands: landing may complete the receive, and a caller that then reads
+    // the counters must find these bytes in them.
+    if (link->nic >= 0) nic_received_[static_cast<std::size_t>(link->nic)] += header.length;
     matcher_.landed(link->peer, header, landing);
     return true;
   };

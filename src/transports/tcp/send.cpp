@@ -1,5 +1,8 @@
 #include "transports/tcp/transport.hpp"
 
+#include <linux/sockios.h>
+#include <sys/ioctl.h>
+
 #include <algorithm>
 
 #include "core/bytes.hpp"
@@ -24,15 +27,17 @@ void TcpTransport::start_send(int peer, std::uint64_t tag, std::uint32_t signatu
                               std::span<const std::byte> data, const CompletionPtr& request) {
   if (closed_.fail(request)) return;
   auto& p = peers_[peer];
+  // The connections exist (not yet open) once connect_peer ran: a message is cut for them all.
+  if (!p.connecting && !p.failure.failed()) connect_peer(peer);
   if (p.failure.failed()) {
     request->complete(p.failure.status, p.failure.message);
     return;
   }
   const std::size_t total = data.size();
-  const auto sockets = static_cast<std::size_t>(config_.sockets_per_peer);
+  const auto links = std::max<std::size_t>(1, p.out.size());
   std::size_t piece = total;
   if (total > kMinSplitBytes) {
-    piece = std::max(kMinSplitBytes, (total + sockets - 1) / sockets);
+    piece = std::max(kMinSplitBytes, (total + links - 1) / links);
   }
   piece = std::min(piece, kMaxFragmentBytes);
   const std::size_t count = total == 0 ? 1 : (total + piece - 1) / piece;
@@ -56,21 +61,45 @@ void TcpTransport::start_send(int peer, std::uint64_t tag, std::uint32_t signatu
       store_le<std::uint32_t>(f.trailer.data(), crc32c({f.data, f.length}));
     }
     f.header = h.encode();
-    if (p.out_ready == config_.sockets_per_peer) {
+    if (p.connected()) {
       enqueue(peer, std::move(f));
     } else {
       p.backlog.push_back(std::move(f));
     }
   }
-  if (p.out_ready < config_.sockets_per_peer && !p.connecting) connect_peer(peer);
+}
+
+const std::shared_ptr<OutLink>& TcpTransport::pick_link(PeerState& p, std::size_t bytes) const {
+  if (!p.striped) {
+    return *std::min_element(p.out.begin(), p.out.end(), [](const auto& a, const auto& b) {
+      return a->queued_bytes < b->queued_bytes;
+    });
+  }
+  // Over several lanes: the connection that would have these bytes out first, its backlog (here,
+  // and unacknowledged in the kernel's send queue) over its share of the rate. The kernel's part
+  // drains at the pace the NIC really keeps, so a NIC slower than declared gets less. Small
+  // messages skip the system calls: they go where nothing waits here.
+  const bool ask_kernel = bytes >= kMinSplitBytes;
+  std::size_t best = 0;
+  double best_finish = 0;
+  for (std::size_t i = 0; i < p.out.size(); ++i) {
+    OutLink& link = *p.out[i];
+    double backlog = static_cast<double>(link.queued_bytes);
+    int unsent = 0;
+    if (ask_kernel && ::ioctl(link.socket.native_handle(), SIOCOUTQ, &unsent) == 0) {
+      backlog += unsent;
+    }
+    const double finish = (backlog + static_cast<double>(bytes)) / link.weight;
+    if (i == 0 || finish < best_finish) {
+      best = i;
+      best_finish = finish;
+    }
+  }
+  return p.out[best];
 }
 
 void TcpTransport::enqueue(int peer, Fragment fragment) {
-  auto& p = peers_[peer];
-  auto best = std::min_element(p.out.begin(), p.out.end(), [](const auto& a, const auto& b) {
-    return a->queued_bytes < b->queued_bytes;
-  });
-  auto& link = *best;
+  const auto& link = pick_link(peers_[peer], fragment.length);
   link->queued_bytes += fragment.length;
   link->queue.push_back(std::move(fragment));
   if (!link->writing) write_next(peer, link);
@@ -106,6 +135,7 @@ void TcpTransport::write_next(int peer, const std::shared_ptr<OutLink>& link) {
         Fragment done = std::move(link->queue.front());
         link->queue.pop_front();
         link->queued_bytes -= done.length;
+        if (link->nic >= 0) nic_sent_[static_cast<std::size_t>(link->nic)] += done.length;
         if (--done.op->fragments_left == 0) done.op->request->complete();
         write_next(peer, link);
       });

@@ -17,10 +17,53 @@ TcpTransport::TcpTransport(const TransportOptions& options)
       liveness_(std::max(kMinLiveness, config_.connect_timeout / 2)),
       work_(asio::make_work_guard(io_)),
       listener_(io_, config_.listen_host, "tcp") {
-  listener_.start([this](tcp::socket socket,
-                         std::string remote) { accepted(std::move(socket), std::move(remote)); },
-                  [this] { return directory_.rank(); });
+  listen_on_nics();
+  listener_.start(
+      [this](tcp::socket socket, std::string remote) {
+        accepted(std::move(socket), std::move(remote), listener_nic_);
+      },
+      [this] { return directory_.rank(); });
+  for (std::size_t i = 0; i < nic_listeners_.size(); ++i) {
+    nic_listeners_[i]->start(
+        [this, nic = nic_listener_nic_[i]](tcp::socket socket, std::string remote) {
+          accepted(std::move(socket), std::move(remote), nic);
+        },
+        [this] { return directory_.rank(); });
+  }
   thread_.start([this] { io_loop(); });
+}
+
+void TcpTransport::listen_on_nics() {
+  const auto& nics = config_.nics;
+  nic_sent_ = std::make_unique<std::atomic<std::uint64_t>[]>(nics.size());
+  nic_received_ = std::make_unique<std::atomic<std::uint64_t>[]>(nics.size());
+  TcpCard card;
+  card.primary = TcpCard::decode(listener_.address(), "the listen address").primary;
+  for (std::size_t i = 0; i < nics.size(); ++i) {
+    std::uint16_t port = card.primary.port;
+    if (same_subnet(nics[i].ip, card.primary.ip, 128)) {  // the same address, in any spelling
+      listener_nic_ = static_cast<int>(i);
+    } else {
+      nic_listeners_.push_back(std::make_unique<Listener>(io_, nics[i].ip, "tcp"));
+      nic_listener_nic_.push_back(static_cast<int>(i));
+      port = TcpCard::decode(nic_listeners_.back()->address(), nics[i].name).primary.port;
+    }
+    card.nics.push_back({nics[i].ip, port, nics[i].prefix, nics[i].gbit});
+  }
+  card_ = card.encode();
+}
+
+std::vector<Lane> TcpTransport::lanes_to(int peer) const {
+  return plan_lanes(config_.nics, TcpCard::decode(directory_.address(peer),
+                                                  fmt::format("address of rank {}", peer)));
+}
+
+std::vector<NicTraffic> TcpTransport::nic_traffic() const {
+  std::vector<NicTraffic> out;
+  for (std::size_t i = 0; i < config_.nics.size(); ++i) {
+    out.push_back({config_.nics[i], nic_sent_[i].load(), nic_received_[i].load()});
+  }
+  return out;
 }
 
 TcpTransport::~TcpTransport() {
@@ -47,13 +90,22 @@ void TcpTransport::driven_poll(const Completion* awaited) {
 }
 
 LinkProperties TcpTransport::link(int peer) const {
-  const std::string where = directory_.address(peer);
-  return {"tcp", fmt::format("tcp {} x{} sockets", where, config_.sockets_per_peer), 0, 0};
+  const std::string where = primary_of(directory_.address(peer));
+  std::string lanes;
+  if (!config_.nics.empty()) {
+    try {
+      for (const auto& lane : lanes_to(peer)) {
+        lanes += fmt::format("{}{}", lanes.empty() ? " over " : ", ", describe(lane, config_.nics));
+      }
+    } catch (const Error& e) {
+      lanes = fmt::format(" ({})", e.what());
+    }
+  }
+  return {"tcp", fmt::format("tcp {} x{} sockets{}", where, config_.sockets_per_peer, lanes), 0, 0};
 }
 
 std::string TcpTransport::peer_name(int peer) const {
-  const std::string where = directory_.address(peer);
-  return fmt::format("rank {} (tcp {})", peer, where);
+  return fmt::format("rank {} (tcp {})", peer, primary_of(directory_.address(peer)));
 }
 
 std::string TcpTransport::context_for(int from, int to, int index, int count) const {

@@ -21,9 +21,19 @@
 //   peers why before it closes (a notice frame, frame.hpp), so a rank blocked on it reports the
 //   dead link two hops away instead of a bare closed connection.
 //
+// - With a NIC list (nics.hpp: HOLMES_TCP_NICS, or this host's NICs in the topology file) the
+//   endpoint listens on every NIC and opens `sockets_per_peer` connections per lane (lanes.hpp:
+//   a pair of NICs, one per side, on one network) to each peer; a large message is cut into
+//   one fragment per connection and each fragment goes to the connection that would finish it
+//   first: the least backlog (queued here and unsent in the kernel) per unit of its lane's
+//   rate. A NIC's backlog drains at the rate the NIC really carries, so the split follows the
+//   measured rates even where the declared ones are wrong; two 1 Gbit/s NICs carry a
+//   message's halves at once.
+//
 // Files: connect.cpp (set_peers, connections and their handshakes), send.cpp, receive.cpp
 // (frames into the matcher), close.cpp (failures, notices, shutdown), transport.cpp (the io
-// thread, caller drive, link descriptions, socket options), config.cpp (TcpConfig).
+// thread, caller drive, link descriptions, socket options), config.cpp (TcpConfig), nics.cpp
+// (the NIC list), lanes.cpp (the card peers dial and the lanes to a peer).
 #pragma once
 
 #include "core/asio.hpp"
@@ -56,6 +66,7 @@
 #include "transports/tcp/congestion.hpp"
 #include "transports/tcp/frame.hpp"
 #include "transports/tcp/inbox.hpp"
+#include "transports/tcp/lanes.hpp"
 #include "transports/transport.hpp"
 
 namespace holmes::tcp {
@@ -72,6 +83,8 @@ using boost::system::error_code;
 constexpr std::size_t kMinSplitBytes = 64u << 10;
 // Identity a connecting rank sends after its proof: u32 rank, u32 link index, u32 link count.
 constexpr std::size_t kIdentityBytes = 12;
+// Connections one rank opens to one peer: sockets per lane x lanes (one lane per NIC).
+constexpr int kMaxLinksPerPeer = kMaxSocketsPerPeer * kMaxNics;
 // A link is declared down once the peer's kernel has acknowledged nothing (data or keepalive
 // probes) for half the communicator's timeout, and never sooner than this: well before the
 // timeout, so that ranks blocked on a rank that sees the dead link learn the cause from its
@@ -117,6 +130,8 @@ struct OutLink {
   explicit OutLink(asio::io_context& io) : socket(io), timer(io) {}
   tcp::socket socket;
   asio::steady_timer timer;  // bounds connect + handshake
+  int nic = -1;       // this rank's NIC it leaves through (index into TcpConfig::nics); -1: any
+  double weight = 1;  // its lane's rate over the lane's sockets: its share of a message
   bool ready = false;
   bool writing = false;
   std::deque<Fragment> queue;
@@ -133,6 +148,7 @@ struct InLink {
   InLink(asio::io_context& io, tcp::socket s) : socket(std::move(s)), timer(io) {}
   tcp::socket socket;
   asio::steady_timer timer;  // bounds the handshake
+  int nic = -1;              // the NIC whose listener accepted it; -1: not one of the list
   int peer = -1;             // known once the peer has proven the token
   std::string remote;
   TokenChallenge token_challenge;
@@ -146,9 +162,10 @@ struct InLink {
 };
 
 struct PeerState {
-  std::string address;  // "ip:port" it listens on
+  std::string address;  // its card (lanes.hpp): "ip:port", then its NICs
   std::vector<std::shared_ptr<OutLink>> out;
   int out_ready = 0;
+  bool striped = false;  // several lanes: fragments go by backlog per rate (send.cpp)
   bool connecting = false;
   std::deque<Fragment> backlog;  // sends waiting for the connections
   int in_expected = 0;           // links the peer said it opens to us
@@ -156,6 +173,17 @@ struct PeerState {
   bool gone = false;        // all its links to us closed: it will send nothing more
   bool send_reset = false;  // a send to it failed with a reset; its failure waits for a notice
   PeerFailure failure;
+
+  // Every connection it will send on is open and proven.
+  bool connected() const { return !out.empty() && out_ready == static_cast<int>(out.size()); }
+};
+
+// Bytes one NIC of the list carried: payload of the fragments sent out of it and received on
+// its listener.
+struct NicTraffic {
+  TcpNic nic;
+  std::uint64_t sent = 0;
+  std::uint64_t received = 0;
 };
 
 class TcpTransport final : public Transport,
@@ -167,7 +195,8 @@ class TcpTransport final : public Transport,
   ~TcpTransport() override;
 
   const char* name() const override { return "tcp"; }
-  std::string listen_address() const override { return listener_.address(); }
+  // Its card (lanes.hpp): the listen address, then every NIC's listener.
+  std::string listen_address() const override { return card_; }
   void set_peers(int rank, std::vector<std::string> addresses) override;
   CompletionPtr connect_all() override;
   CompletionPtr isend(int peer, std::uint64_t tag, std::uint32_t signature,
@@ -198,8 +227,14 @@ class TcpTransport final : public Transport,
   void set_arrival_listener(ArrivalListener listener) override {
     matcher_.set_arrival_listener(std::move(listener));
   }
+  // Per NIC of the list (empty without one): what it carried so far. Any thread.
+  std::vector<NicTraffic> nic_traffic() const;
 
  private:
+  // Listens on every NIC of the list that is not the listen address, and writes the card.
+  void listen_on_nics();
+  // The lanes to `peer` (lanes.hpp); throws HM_ERR_INVALID_ARGUMENT for a malformed card.
+  std::vector<Lane> lanes_to(int peer) const;
   // A driving caller's share of the io_context while it waits for `awaited`.
   void driven_poll(const Completion* awaited);
   // Posts `work` to the io_context; from a thread that does not drive, also wakes a parked io
@@ -228,13 +263,16 @@ class TcpTransport final : public Transport,
                   const CompletionPtr& request,
                   const std::optional<ReceiveCombine>& combine = std::nullopt);
   void enqueue(int peer, Fragment fragment);
+  // The connection to `peer` that would finish `bytes` more first.
+  const std::shared_ptr<OutLink>& pick_link(PeerState& p, std::size_t bytes) const;
   void write_next(int peer, const std::shared_ptr<OutLink>& link);
   void connect_peer(int peer);
-  void client_handshake(int peer, int index, const std::shared_ptr<OutLink>& link);
+  // Proves the token on connection `index` of the `count` this rank opens to `peer`.
+  void client_handshake(int peer, int index, int count, const std::shared_ptr<OutLink>& link);
   void link_ready(int peer, const std::shared_ptr<OutLink>& link);
   // Completes connect_all() waiters once every peer is connected or one has failed.
   void check_connected();
-  void accepted(tcp::socket socket, std::string remote);
+  void accepted(tcp::socket socket, std::string remote, int nic);
   void server_handshake(const std::shared_ptr<InLink>& link);
   void check_hello(const std::shared_ptr<InLink>& link);
   // Reads into the link's inbox until it holds a frame header, then parses.
@@ -282,6 +320,13 @@ class TcpTransport final : public Transport,
                           // Out of epoll: the io thread parks at its next handler.
                           [this] { asio::post(io_, [] {}); }}};
   Listener listener_;
+  int listener_nic_ = -1;  // the NIC of the list whose address listener_ has; -1: none
+  std::vector<std::unique_ptr<Listener>> nic_listeners_;  // the list's other NICs
+  std::vector<int> nic_listener_nic_;                     // each one's NIC
+  std::string card_;
+  // Per NIC of the list: payload bytes sent out of it and received on its listener.
+  std::unique_ptr<std::atomic<std::uint64_t>[]> nic_sent_;
+  std::unique_ptr<std::atomic<std::uint64_t>[]> nic_received_;
 
   PeerDirectory directory_{"tcp"};  // also read by link() and requests on other threads
   std::vector<PeerState> peers_;

@@ -12,21 +12,12 @@
 #include <fmt/ranges.h>
 
 #include "core/status.hpp"
+#include "core/text.hpp"
 
 namespace holmes::verbs {
 namespace fs = std::filesystem;
 
 namespace {
-
-std::string_view trim(std::string_view text) {
-  while (!text.empty() && std::isspace(static_cast<unsigned char>(text.front()))) {
-    text.remove_prefix(1);
-  }
-  while (!text.empty() && std::isspace(static_cast<unsigned char>(text.back()))) {
-    text.remove_suffix(1);
-  }
-  return text;
-}
 
 // A whole small sysfs file; nullopt when it cannot be opened or read (sysfs answers EINVAL for
 // attributes of empty GID entries) or is empty.

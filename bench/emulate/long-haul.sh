@@ -1,0 +1,160 @@
+#!/usr/bin/env bash
+# The slow tier on long links: two islands of two hosts (one rank each) on loopback, every link
+# held by Holmes's shaping layer to the topology's rates, the link between the islands given a
+# one-way latency of 0.03, 1 and 10 ms (no root: this kernel has no netem, so only Holmes can be
+# given latency; Gloo and Open MPI cannot run these links). For each latency, in interleaved
+# rounds, an allreduce (float32 sum, 64 MiB; -c: allgather or reduce_scatter) with the cost
+# model's algorithm (hier) and, with -O, the same with another build (the commit before a
+# change) for a before/after ratio.
+#
+# Prints per latency: the RTT, the bandwidth x RTT one host's uplink must keep in flight, the
+# median busbw, and busbw over the slow tier's bound (each island's 2 uplinks: an allreduce of S
+# sends S across, each way; an allgather or reduce-scatter S/2): 3 x the rate per host for each
+# of these collectives on these 4 ranks.
+#
+# Layout (bench/emulate/mixes/two-islands.yaml's, its latency varied): islands ib (ib-0, ib-1)
+# and roce (roce-0, roce-1); inside an island 4 and 2 Gbit/s per host, between islands RATE per
+# host (default 0.5 Gbit/s), each rank alone on its host.
+#
+# Usage: bench/emulate/long-haul.sh [-B BUILD] [-O OTHER_BUILD] [-s SIZE] [-n ITERS] [-w WARMUP]
+#                                   [-r ROUNDS] [-L LATENCIES_US] [-R GBIT] [-A ALGO] [-t SECONDS]
+#   -B BUILD         build with bin/holmes-run and holmes-bench (default $HOLMES_BUILD or build/)
+#   -O OTHER_BUILD   also run this build, interleaved (its rows say "other")
+#   -s SIZE          allreduce bytes (default 64M); -n, -w iterations (default 3, 1)
+#   -r ROUNDS        rounds, interleaved; medians reported (default 3)
+#   -L LATENCIES_US  one-way latencies between islands, comma-separated (default 30,1000,10000)
+#   -R GBIT          rate between islands per host, Gbit/s (default 0.5)
+#   -A ALGO          Holmes's algorithm (default auto)
+#   -c COLLECTIVE    allreduce (default), allgather or reduce_scatter (SIZE: the whole buffer)
+#   -t SECONDS       limit of each run (default 180)
+set -euo pipefail
+
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+root="$(cd "$here/../.." && pwd)"
+build="${HOLMES_BUILD:-$root/build}"
+other=""
+size=64M
+iters=3
+warmup=1
+rounds=3
+latencies=30,1000,10000
+gbit=0.5
+algo=auto
+collective=allreduce
+run_timeout=180
+while getopts "B:O:s:n:w:r:L:R:A:c:t:h" opt; do
+  case $opt in
+    B) build="$OPTARG" ;;
+    O) other="$OPTARG" ;;
+    s) size="$OPTARG" ;;
+    n) iters="$OPTARG" ;;
+    w) warmup="$OPTARG" ;;
+    r) rounds="$OPTARG" ;;
+    L) latencies="$OPTARG" ;;
+    R) gbit="$OPTARG" ;;
+    A) algo="$OPTARG" ;;
+    c) collective="$OPTARG" ;;
+    t) run_timeout="$OPTARG" ;;
+    *)
+      awk 'NR > 1 && !/^#/ {exit} NR > 1 {sub(/^# ?/, ""); print}' "${BASH_SOURCE[0]}"
+      exit 2
+      ;;
+  esac
+done
+say() { printf 'long-haul: %s\n' "$*" >&2; }
+die() {
+  say "$*"
+  exit 1
+}
+builds=("$build")
+[[ -n $other ]] && builds+=("$other")
+for b in "${builds[@]}"; do
+  for tool in holmes-run holmes-bench; do [[ -x $b/bin/$tool ]] || die "$b/bin/$tool is not built"; done
+done
+[[ $collective =~ ^(allreduce|allgather|reduce_scatter)$ ]] ||
+  die "-c wants allreduce, allgather or reduce_scatter, not '$collective'"
+IFS=, read -ra lats <<<"$latencies"
+for l in "${lats[@]}"; do [[ $l =~ ^[0-9]+$ ]] || die "-L wants whole microseconds, not '$l'"; done
+
+tmp="$(mktemp -d /tmp/holmes-long-haul.XXXXXX)"
+trap 'rm -rf "$tmp"' EXIT
+
+# The topology: two-islands.yaml's, at scale 1 (rates as given) with the latency between islands
+# set; HOLMES_SHAPING=1 holds every link to it.
+topology() {
+  cat <<YAML
+name: long-haul
+emulation_scale: 1
+link_classes:
+  shm:      {fabric: nvlink,   gbit_per_s: 2400, latency_us: 2}
+  ib:       {fabric: ib,       gbit_per_s: 4,    latency_us: 2}
+  roce:     {fabric: roce,     gbit_per_s: 2,    latency_us: 4}
+  wan:      {fabric: ethernet, gbit_per_s: $gbit, latency_us: $1}
+intra_host_link: shm
+inter_island_link: wan
+islands:
+  - {name: ib, fabric: ib, link_class: ib,
+     hosts: [{name_prefix: ib-, count: 2, gpus: 1, gpu_model: cpu}]}
+  - {name: roce, fabric: roce, link_class: roce,
+     hosts: [{name_prefix: roce-, count: 2, gpus: 1, gpu_model: cpu}]}
+YAML
+}
+
+say "2 islands x 2 hosts x 1 rank on loopback, $gbit Gbit/s per host between islands," \
+  "latencies ${lats[*]} us one way, $collective float32 $size, $rounds rounds; builds ${builds[*]};" \
+  "load $(cut -d' ' -f1-3 /proc/loadavg)"
+: >"$tmp/results"
+for ((round = 1; round <= rounds; round++)); do
+  for l in "${lats[@]}"; do
+    topology "$l" >"$tmp/topo-$l.yaml"
+    for b in "${builds[@]}"; do
+      which=this
+      [[ $b == "$other" ]] && which=other
+      csv="$tmp/$which-$l-$round.csv"
+      HOLMES_SHAPING=1 HOLMES_LOG_LEVEL=warn HOLMES_TIMEOUT_MS=$((run_timeout * 1000)) \
+        EMULATE_RANK_HOSTS="ib-0 ib-1 roce-0 roce-1" timeout -k 5 "$run_timeout" \
+        "$b/bin/holmes-run" -n 4 --topology "$tmp/topo-$l.yaml" --timeout "$run_timeout" -- \
+        "$here/rank-host.sh" "$b/bin/holmes-bench" "$collective" -b "$size" -e "$size" \
+        -n "$iters" -w "$warmup" --check --algo "$algo" --csv "$csv" >"$tmp/log" 2>&1 ||
+        {
+          tail -n 20 "$tmp/log" >&2
+          die "$which build, latency $l us: the run failed"
+        }
+      printf '%s\t%s\t%s\n' "$which" "$l" "$csv" >>"$tmp/results"
+      say "round $round, $l us, $which: $(awk -F, 'NR == 2 {print $9 " GB/s (" $16 ")"}' "$csv")"
+    done
+  done
+done
+
+/usr/bin/python3 - "$tmp/results" "$gbit" "$size" <<'EOF'
+import csv, statistics, sys
+
+results, gbit, size = sys.argv[1:]
+gbit = float(gbit)
+rows = {}
+for line in open(results):
+    which, latency, path = line.rstrip("\n").split("\t")
+    row = next(csv.DictReader(open(path)))
+    if int(row["wrong"]) != 0:
+        sys.exit(f"long-haul: {which} {latency} us: {row['wrong']} wrong elements")
+    rows.setdefault((which, int(latency)), []).append((float(row["busbw"]), row["algorithm"]))
+# An allreduce sends S across from each island through its 2 hosts' uplinks (an allgather or
+# reduce-scatter S/2): time >= S / (2 x rate), busbw = 2(n-1)/n x S / time with n = 4 (or S/2 and
+# (n-1)/n): 3 x the rate per host either way.
+uplink = gbit * 1e9 / 8  # bytes/s per host
+bound = 3 * uplink / 1e9
+print(f"# busbw GB/s (median of {len(next(iter(rows.values())))}); bound {bound:.4f} GB/s "
+      f"(2 uplinks x {gbit:g} Gbit/s per island)")
+print(f"{'build':<6} {'one-way':>8} {'RTT':>7} {'BW x RTT':>9} {'algo':>5} {'busbw':>8} {'/ bound':>8}")
+for (which, latency), values in sorted(rows.items(), key=lambda kv: (kv[0][1], kv[0][0])):
+    busbw = statistics.median(v[0] for v in values)
+    rtt_ms = 2 * latency / 1000
+    bdp_kb = uplink * rtt_ms / 1000 / 1000
+    print(f"{which:<6} {latency / 1000:7.2f}ms {rtt_ms:5.2f}ms {bdp_kb:7.0f}KB {values[0][1]:>5} "
+          f"{busbw:8.4f} {busbw / bound:8.2f}")
+others = {k[1]: statistics.median(v[0] for v in vals) for k, vals in rows.items() if k[0] == "other"}
+for (which, latency), values in sorted(rows.items()):
+    if which == "this" and latency in others:
+        print(f"this / other at {latency} us: "
+              f"{statistics.median(v[0] for v in values) / others[latency]:.2f}x")
+EOF
