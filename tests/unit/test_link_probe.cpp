@@ -82,6 +82,20 @@ TEST(FitSamples, NoiseThatHidesTheTransferGivesNothing) {
   EXPECT_FALSE(fit_samples(s).has_value());
 }
 
+TEST(FitSamples, LoadThatDelaysTheSmallRunsFallsBackOnTheFastest) {
+  LinkSamples s;
+  s.latency_us = {5};
+  s.small_bytes = 64 << 10;
+  s.large_bytes = 1 << 20;
+  // Three of five small runs waited 2 ms for a core: their median (2040) passes the large one's.
+  s.small_us = {40, 2040, 2050, 45, 2045};
+  s.large_us = {640, 650, 660, 2700, 645};
+  const auto link = fit_samples(s);
+  ASSERT_TRUE(link.has_value());
+  // Fastest of each: 640 - 40 = 600 us for the (1 MiB - 64 KiB) more.
+  EXPECT_NEAR(link->gbytes_per_s, (s.large_bytes - s.small_bytes) / (600 * 1e3), 1e-12);
+}
+
 TEST(ReduceSpeed, MedianTimePerGigabyte) {
   const std::vector<double> runs = {300, 100, 250};  // median 250 us for 1 MB: 4 GB/s
   EXPECT_DOUBLE_EQ(reduce_us_per_gb(runs, 1e6), 250e3);
