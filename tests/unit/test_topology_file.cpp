@@ -169,6 +169,35 @@ TEST(TopologyFile, EveryExampleFileParses) {
   EXPECT_EQ(seen, expected.size());
 }
 
+// The mixes bench/compare.sh and the fault tests emulate: each parses, names itself after its
+// file, scales its rates for the emulation and has the hosts and islands its comment says.
+TEST(TopologyFile, EveryEmulatedMixParses) {
+  struct Expected {
+    std::size_t hosts;
+    std::size_t islands;
+  };
+  const std::map<std::string, Expected> expected = {
+      {"pure-ethernet.yaml", {4, 1}}, {"pure-ib.yaml", {2, 1}},
+      {"pure-roce.yaml", {2, 1}},     {"two-islands.yaml", {4, 2}},
+      {"three-islands.yaml", {4, 3}}, {"three-fabrics.yaml", {6, 3}}};
+  std::size_t seen = 0;
+  for (const auto& entry : fs::directory_iterator(HOLMES_EMULATED_MIXES)) {
+    if (entry.path().extension() != ".yaml") continue;
+    ++seen;
+    const std::string name = entry.path().filename().string();
+    SCOPED_TRACE(name);
+    const Topology t = load_topology_file(entry.path().string());
+    EXPECT_NO_THROW(t.validate());
+    EXPECT_EQ(t.name + ".yaml", name);
+    EXPECT_GT(t.emulation_scale, 1.0);
+    auto it = expected.find(name);
+    ASSERT_NE(it, expected.end()) << "a mix without expectations here";
+    EXPECT_EQ(t.hosts.size(), it->second.hosts);
+    EXPECT_EQ(t.islands.size(), it->second.islands);
+  }
+  EXPECT_EQ(seen, expected.size());
+}
+
 TEST(TopologyFile, PaperSetupHasItsNics) {
   const Topology t =
       load_topology_file(std::string(HOLMES_EXAMPLE_TOPOLOGIES) + "/paper-gpt-7.5b.yaml");
