@@ -443,7 +443,8 @@ libs = [lib for lib in names if lib in results]
 peers = [lib for lib in libs if lib != "holmes"]
 head = ["size", "bound"] + [names[l] for l in libs]
 if "holmes" in results:
-    head += ["algo"] + [f"H/{names[p]}" for p in peers]
+    # The cost model's prediction for the algorithm it chose, against the measured time.
+    head += ["algo", "pred/meas"] + [f"H/{names[p]}" for p in peers]
 rows = []
 wrong_total = 0
 for size in sizes:
@@ -457,6 +458,9 @@ for size in sizes:
     if "holmes" in results:
         h = results["holmes"].get(size)
         row.append(h.get("algorithm", "?") if h else "-")
+        pred = float(h.get("predicted_us") or 0) if h else 0
+        row.append(f"{pred / float(h['time_us']):.2f}" if pred > 0 and float(h["time_us"]) > 0
+                   else "-")
         for p in peers:
             r = results[p].get(size)
             ok = h and r and float(r["busbw"]) > 0
@@ -486,7 +490,8 @@ if mode == "netns" and os.path.exists(links_path):
 with open(os.path.join(out, "compare.csv"), "w", newline="") as f:
     w = csv.writer(f)
     w.writerow(["mix", "mode", "library", "size", "ranks", "time_us", "algbw", "busbw",
-                "busbw_inplace", "wrong", "wrong_inplace", "algorithm", "bound_busbw"])
+                "busbw_inplace", "wrong", "wrong_inplace", "algorithm", "predicted_us",
+                "bound_busbw"])
     for lib in libs:
         for size in sizes:
             r = results[lib].get(size)
@@ -495,7 +500,8 @@ with open(os.path.join(out, "compare.csv"), "w", newline="") as f:
             b = bound_busbw(size)
             w.writerow([mix, mode, names[lib], size, ranks, r["time_us"], r["algbw"], r["busbw"],
                         r["busbw_inplace"], r["wrong"], r["wrong_inplace"],
-                        r.get("algorithm", ""), f"{b:.6f}" if b else ""])
+                        r.get("algorithm", ""), r.get("predicted_us", ""),
+                        f"{b:.6f}" if b else ""])
 sys.exit(1 if failed.split() or wrong_total else 0)
 EOF
 if [[ -s $out/compare.csv ]]; then
