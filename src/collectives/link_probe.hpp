@@ -46,8 +46,9 @@ struct LinkSamples {
 };
 // Latency: the median estimate. Bandwidth: (large - small bytes) over the difference of
 // the median times, or of the fastest times where the medians show none (load delayed the small
-// runs). nullopt when a sample set is empty or the large messages did not take longer than the
-// small ones even so (the transfer drowned in noise): the tier keeps its nominal numbers.
+// runs), or else the large messages' median time less the latency (the sizes took different
+// paths). nullopt when a sample set is empty or the large messages took no longer than the
+// latency (the transfer drowned in noise): the tier keeps its nominal numbers.
 std::optional<LinkCost> fit_samples(const LinkSamples& samples);
 
 // Microseconds per GB (of the result) of a reduction from timed runs: the median.
