@@ -180,9 +180,8 @@ std::optional<LinkCost> fit_samples(const LinkSamples& s) {
       !(s.large_bytes > s.small_bytes)) {
     return std::nullopt;
   }
-  // The medians, unless the machine's load delayed most small runs past the large ones (seen
-  // with 6 ranks on 2 loaded cores): then the fastest run of each size, what the link does when
-  // nothing else holds the cores.
+  // The medians, unless load delayed most small runs past the large ones: then the fastest run
+  // of each size, what the link does when nothing else holds the cores.
   double extra_us = median(s.large_us) - median(s.small_us);
   if (!(extra_us > 0)) {
     extra_us = *std::min_element(s.large_us.begin(), s.large_us.end()) -

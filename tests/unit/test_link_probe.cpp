@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <limits>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "collectives/link_probe.hpp"
@@ -82,14 +83,21 @@ TEST(FitSamples, NoiseThatHidesTheTransferGivesNothing) {
   EXPECT_FALSE(fit_samples(s).has_value());
 }
 
-TEST(FitSamples, LoadThatDelaysTheSmallRunsFallsBackOnTheFastest) {
+// Samples of the probe's sizes (64 KiB and 1 MiB), as a pair or ring measures them.
+LinkSamples probe_sizes(std::vector<double> latency_us, std::vector<double> small_us,
+                        std::vector<double> large_us) {
   LinkSamples s;
-  s.latency_us = {5};
+  s.latency_us = std::move(latency_us);
   s.small_bytes = 64 << 10;
   s.large_bytes = 1 << 20;
+  s.small_us = std::move(small_us);
+  s.large_us = std::move(large_us);
+  return s;
+}
+
+TEST(FitSamples, LoadThatDelaysTheSmallRunsFallsBackOnTheFastest) {
   // Three of five small runs waited 2 ms for a core: their median (2040) passes the large one's.
-  s.small_us = {40, 2040, 2050, 45, 2045};
-  s.large_us = {640, 650, 660, 2700, 645};
+  const LinkSamples s = probe_sizes({5}, {40, 2040, 2050, 45, 2045}, {640, 650, 660, 2700, 645});
   const auto link = fit_samples(s);
   ASSERT_TRUE(link.has_value());
   // Fastest of each: 640 - 40 = 600 us for the (1 MiB - 64 KiB) more.
@@ -97,13 +105,8 @@ TEST(FitSamples, LoadThatDelaysTheSmallRunsFallsBackOnTheFastest) {
 }
 
 TEST(FitSamples, SizesOnDifferentPathsFallBackOnTheLargeMessagesAlone) {
-  LinkSamples s;
-  s.latency_us = {6};
-  s.small_bytes = 64 << 10;
-  s.large_bytes = 1 << 20;
   // As shm on a machine with CMA: 64 KiB waits on the peer's ring, 1 MiB is one copy.
-  s.small_us = {1187, 370, 1148, 361, 1030};
-  s.large_us = {195, 251, 151, 146, 1937};
+  const LinkSamples s = probe_sizes({6}, {1187, 370, 1148, 361, 1030}, {195, 251, 151, 146, 1937});
   const auto link = fit_samples(s);
   ASSERT_TRUE(link.has_value());
   EXPECT_DOUBLE_EQ(link->latency_us, 6);

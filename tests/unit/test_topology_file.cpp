@@ -140,6 +140,24 @@ islands:
   EXPECT_EQ(eth.hosts[0].nics[0].link_class, "eth");
 }
 
+// Loads every .yaml file of `dir`: each must validate and carry its file's name; `check` then
+// sees it with that name. Returns how many files there were.
+template <typename Check>
+std::size_t for_each_topology_file(const std::string& dir, Check&& check) {
+  std::size_t seen = 0;
+  for (const auto& entry : fs::directory_iterator(dir)) {
+    if (entry.path().extension() != ".yaml") continue;
+    ++seen;
+    const std::string name = entry.path().filename().string();
+    SCOPED_TRACE(name);
+    const Topology t = load_topology_file(entry.path().string());
+    EXPECT_NO_THROW(t.validate());
+    EXPECT_EQ(t.name + ".yaml", name);
+    check(name, t);
+  }
+  return seen;
+}
+
 // Every example file parses, validates and describes the cluster its comment announces.
 TEST(TopologyFile, EveryExampleFileParses) {
   struct Expected {
@@ -151,21 +169,14 @@ TEST(TopologyFile, EveryExampleFileParses) {
       {"paper-gpt-7.5b.yaml", {8, 64, 2}},      {"paper-gpt-39.1b.yaml", {4, 32, 2}},
       {"three-fabrics.yaml", {12, 96, 3}},      {"uneven-islands.yaml", {8, 64, 2}},
       {"emulated-two-islands.yaml", {4, 8, 2}}, {"large-10k.yaml", {1250, 10000, 5}}};
-  std::size_t seen = 0;
-  for (const auto& entry : fs::directory_iterator(HOLMES_EXAMPLE_TOPOLOGIES)) {
-    if (entry.path().extension() != ".yaml") continue;
-    ++seen;
-    const std::string name = entry.path().filename().string();
-    SCOPED_TRACE(name);
-    const Topology t = load_topology_file(entry.path().string());
-    EXPECT_NO_THROW(t.validate());
-    EXPECT_EQ(t.name + ".yaml", name);
-    auto it = expected.find(name);
-    ASSERT_NE(it, expected.end()) << "an example without expectations here";
-    EXPECT_EQ(t.hosts.size(), it->second.hosts);
-    EXPECT_EQ(t.total_gpus(), it->second.gpus);
-    EXPECT_EQ(t.islands.size(), it->second.islands);
-  }
+  const std::size_t seen = for_each_topology_file(
+      HOLMES_EXAMPLE_TOPOLOGIES, [&](const std::string& name, const Topology& t) {
+        auto it = expected.find(name);
+        ASSERT_NE(it, expected.end()) << "an example without expectations here";
+        EXPECT_EQ(t.hosts.size(), it->second.hosts);
+        EXPECT_EQ(t.total_gpus(), it->second.gpus);
+        EXPECT_EQ(t.islands.size(), it->second.islands);
+      });
   EXPECT_EQ(seen, expected.size());
 }
 
@@ -180,21 +191,14 @@ TEST(TopologyFile, EveryEmulatedMixParses) {
       {"pure-ethernet.yaml", {4, 1}}, {"pure-ib.yaml", {2, 1}},
       {"pure-roce.yaml", {2, 1}},     {"two-islands.yaml", {4, 2}},
       {"three-islands.yaml", {4, 3}}, {"three-fabrics.yaml", {6, 3}}};
-  std::size_t seen = 0;
-  for (const auto& entry : fs::directory_iterator(HOLMES_EMULATED_MIXES)) {
-    if (entry.path().extension() != ".yaml") continue;
-    ++seen;
-    const std::string name = entry.path().filename().string();
-    SCOPED_TRACE(name);
-    const Topology t = load_topology_file(entry.path().string());
-    EXPECT_NO_THROW(t.validate());
-    EXPECT_EQ(t.name + ".yaml", name);
-    EXPECT_GT(t.emulation_scale, 1.0);
-    auto it = expected.find(name);
-    ASSERT_NE(it, expected.end()) << "a mix without expectations here";
-    EXPECT_EQ(t.hosts.size(), it->second.hosts);
-    EXPECT_EQ(t.islands.size(), it->second.islands);
-  }
+  const std::size_t seen = for_each_topology_file(
+      HOLMES_EMULATED_MIXES, [&](const std::string& name, const Topology& t) {
+        EXPECT_GT(t.emulation_scale, 1.0);
+        auto it = expected.find(name);
+        ASSERT_NE(it, expected.end()) << "a mix without expectations here";
+        EXPECT_EQ(t.hosts.size(), it->second.hosts);
+        EXPECT_EQ(t.islands.size(), it->second.islands);
+      });
   EXPECT_EQ(seen, expected.size());
 }
 
