@@ -19,14 +19,14 @@ namespace {
 using check::count_wrong;
 using check::fill_input;
 
-using MoveParam = std::tuple<hm_dtype_t, CountCase, Placement>;
-
 std::string move_name(const ::testing::TestParamInfo<MoveParam>& info) {
   const auto [dtype, count, placement] = info.param;
   return std::string(dtype_name(dtype)) + "_" + count_case_name(count) + "_" +
          placement_name(placement);
 }
 
+constexpr Placement kAllgatherPlacements[] = {Placement::kOutOfPlace, Placement::kInPlace,
+                                              Placement::kSamePointer};
 class AllgatherTest : public ::testing::TestWithParam<MoveParam> {};
 
 TEST_P(AllgatherTest, EveryRankGetsEveryBlock) {
@@ -65,13 +65,9 @@ TEST_P(AllgatherTest, EveryRankGetsEveryBlock) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Matrix, AllgatherTest,
-                         ::testing::Combine(::testing::ValuesIn(kAllDtypes),
-                                            ::testing::ValuesIn(kAllCounts),
-                                            ::testing::Values(Placement::kOutOfPlace,
-                                                              Placement::kInPlace,
-                                                              Placement::kSamePointer)),
-                         move_name);
+                         ::testing::ValuesIn(move_matrix(kAllgatherPlacements)), move_name);
 
+constexpr Placement kBroadcastPlacements[] = {Placement::kOutOfPlace, Placement::kInPlace};
 class BroadcastTest : public ::testing::TestWithParam<MoveParam> {};
 
 TEST_P(BroadcastTest, EveryRankGetsTheRootsBuffer) {
@@ -91,12 +87,10 @@ TEST_P(BroadcastTest, EveryRankGetsTheRootsBuffer) {
   EXPECT_EQ(count_wrong(buffer.data(), expected.data(), count, dtype), 0u);
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Matrix, BroadcastTest,
-    ::testing::Combine(::testing::ValuesIn(kAllDtypes), ::testing::ValuesIn(kAllCounts),
-                       ::testing::Values(Placement::kOutOfPlace, Placement::kInPlace)),
-    move_name);
+INSTANTIATE_TEST_SUITE_P(Matrix, BroadcastTest,
+                         ::testing::ValuesIn(move_matrix(kBroadcastPlacements)), move_name);
 
+constexpr Placement kAlltoallPlacements[] = {Placement::kOutOfPlace, Placement::kInPlace};
 class AlltoallTest : public ::testing::TestWithParam<MoveParam> {};
 
 TEST_P(AlltoallTest, BlockJGoesToRankJ) {
@@ -127,15 +121,13 @@ TEST_P(AlltoallTest, BlockJGoesToRankJ) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Matrix, AlltoallTest,
-    ::testing::Combine(::testing::ValuesIn(kAllDtypes), ::testing::ValuesIn(kAllCounts),
-                       ::testing::Values(Placement::kOutOfPlace, Placement::kInPlace)),
-    move_name);
+INSTANTIATE_TEST_SUITE_P(Matrix, AlltoallTest,
+                         ::testing::ValuesIn(move_matrix(kAlltoallPlacements)), move_name);
 
 // Point to point: a ring where every rank sends to the next and receives from the previous.
 // kOutOfPlace uses blocking send/recv ordered to avoid a cycle of waits (even ranks send first);
 // kInPlace uses isend/irecv all at once.
+constexpr Placement kSendRecvPlacements[] = {Placement::kOutOfPlace, Placement::kInPlace};
 class SendRecvTest : public ::testing::TestWithParam<MoveParam> {};
 
 TEST_P(SendRecvTest, RingNeighboursExchange) {
@@ -175,11 +167,8 @@ TEST_P(SendRecvTest, RingNeighboursExchange) {
   EXPECT_EQ(count_wrong(recv.data(), expected.data(), count, dtype), 0u);
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Matrix, SendRecvTest,
-    ::testing::Combine(::testing::ValuesIn(kAllDtypes), ::testing::ValuesIn(kAllCounts),
-                       ::testing::Values(Placement::kOutOfPlace, Placement::kInPlace)),
-    move_name);
+INSTANTIATE_TEST_SUITE_P(Matrix, SendRecvTest,
+                         ::testing::ValuesIn(move_matrix(kSendRecvPlacements)), move_name);
 
 // Several messages to the same peer arrive in the order they were sent.
 TEST(SendRecvOrderTest, MessagesArriveInOrder) {

@@ -212,16 +212,42 @@ TEST_P(DeviceCollectiveTest, MatchesTheExactResult) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Fake, DeviceCollectiveTest,
-    ::testing::Combine(::testing::Values(Coll::kAllreduce, Coll::kReduceScatter, Coll::kAllgather,
-                                         Coll::kBroadcast, Coll::kReduce, Coll::kAlltoall),
-                       ::testing::Values(HM_INT32, HM_FLOAT16, HM_BFLOAT16, HM_FLOAT32, HM_FLOAT64),
-                       ::testing::Values(HM_SUM, HM_AVG, HM_MAX),
-                       ::testing::Values(std::size_t{0}, std::size_t{1}, std::size_t{7},
-                                         std::size_t{99991}, std::size_t{1} << 20),
-                       ::testing::Bool()),
-    device_test_name);
+// The matrix: every collective x dtype x op x count x placement, with two cuts. The collectives
+// that move data without reducing run with HM_SUM only (they ignore the op). And the large count
+// (4 to 8 MiB, several staging slots) follows world.hpp's large_case_runs: in `make test` each
+// dtype once per collective, the op and the placement rotating with it; with HOLMES_TEST_MATRIX=
+// full (make test-long) every combination.
+constexpr Coll kDeviceColls[] = {Coll::kAllreduce, Coll::kReduceScatter, Coll::kAllgather,
+                                 Coll::kBroadcast, Coll::kReduce,        Coll::kAlltoall};
+constexpr hm_dtype_t kDeviceDtypes[] = {HM_INT32, HM_FLOAT16, HM_BFLOAT16, HM_FLOAT32, HM_FLOAT64};
+constexpr hm_op_t kDeviceOps[] = {HM_SUM, HM_AVG, HM_MAX};
+constexpr std::size_t kDeviceCounts[] = {0, 1, 7, 99991};
+constexpr std::size_t kDeviceLargeCount = std::size_t{1} << 20;
+
+std::vector<DeviceParam> device_matrix() {
+  std::vector<DeviceParam> params;
+  for (const Coll coll : kDeviceColls) {
+    const bool reduces =
+        coll == Coll::kAllreduce || coll == Coll::kReduceScatter || coll == Coll::kReduce;
+    const std::size_t ops = reduces ? std::size(kDeviceOps) : 1;
+    for (std::size_t d = 0; d < std::size(kDeviceDtypes); ++d) {
+      for (std::size_t o = 0; o < ops; ++o) {
+        for (const bool in_place : {false, true}) {
+          for (const std::size_t count : kDeviceCounts) {
+            params.emplace_back(coll, kDeviceDtypes[d], kDeviceOps[o], count, in_place);
+          }
+          if (large_case_runs(d, o, ops, in_place ? 1 : 0, 2)) {
+            params.emplace_back(coll, kDeviceDtypes[d], kDeviceOps[o], kDeviceLargeCount, in_place);
+          }
+        }
+      }
+    }
+  }
+  return params;
+}
+
+INSTANTIATE_TEST_SUITE_P(Fake, DeviceCollectiveTest, ::testing::ValuesIn(device_matrix()),
+                         device_test_name);
 
 TEST(DevicePointToPoint, SendAndReceiveDeviceBuffers) {
   auto& comm = world();

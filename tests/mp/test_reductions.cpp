@@ -16,14 +16,13 @@ using check::count_wrong;
 using check::fill_expected;
 using check::fill_input;
 
-using ReductionParam = std::tuple<hm_dtype_t, hm_op_t, CountCase, Placement>;
-
 std::string reduction_name(const ::testing::TestParamInfo<ReductionParam>& info) {
   const auto [dtype, op, count, placement] = info.param;
   return std::string(dtype_name(dtype)) + "_" + op_name(op) + "_" + count_case_name(count) + "_" +
          placement_name(placement);
 }
 
+constexpr Placement kAllreducePlacements[] = {Placement::kOutOfPlace, Placement::kInPlace};
 class AllreduceTest : public ::testing::TestWithParam<ReductionParam> {};
 
 TEST_P(AllreduceTest, MatchesExactReduction) {
@@ -50,13 +49,12 @@ TEST_P(AllreduceTest, MatchesExactReduction) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Matrix, AllreduceTest,
-    ::testing::Combine(::testing::ValuesIn(kAllDtypes), ::testing::ValuesIn(kAllOps),
-                       ::testing::ValuesIn(kAllCounts),
-                       ::testing::Values(Placement::kOutOfPlace, Placement::kInPlace)),
-    reduction_name);
+INSTANTIATE_TEST_SUITE_P(Matrix, AllreduceTest,
+                         ::testing::ValuesIn(reduction_matrix(kAllreducePlacements)),
+                         reduction_name);
 
+constexpr Placement kReduceScatterPlacements[] = {Placement::kOutOfPlace, Placement::kInPlace,
+                                                  Placement::kSamePointer};
 class ReduceScatterTest : public ::testing::TestWithParam<ReductionParam> {};
 
 TEST_P(ReduceScatterTest, EachRankGetsItsBlockReduced) {
@@ -94,14 +92,10 @@ TEST_P(ReduceScatterTest, EachRankGetsItsBlockReduced) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Matrix, ReduceScatterTest,
-                         ::testing::Combine(::testing::ValuesIn(kAllDtypes),
-                                            ::testing::ValuesIn(kAllOps),
-                                            ::testing::ValuesIn(kAllCounts),
-                                            ::testing::Values(Placement::kOutOfPlace,
-                                                              Placement::kInPlace,
-                                                              Placement::kSamePointer)),
+                         ::testing::ValuesIn(reduction_matrix(kReduceScatterPlacements)),
                          reduction_name);
 
+constexpr Placement kReducePlacements[] = {Placement::kOutOfPlace, Placement::kInPlace};
 class ReduceTest : public ::testing::TestWithParam<ReductionParam> {};
 
 TEST_P(ReduceTest, RootGetsReductionOthersUntouched) {
@@ -138,12 +132,8 @@ TEST_P(ReduceTest, RootGetsReductionOthersUntouched) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Matrix, ReduceTest,
-    ::testing::Combine(::testing::ValuesIn(kAllDtypes), ::testing::ValuesIn(kAllOps),
-                       ::testing::ValuesIn(kAllCounts),
-                       ::testing::Values(Placement::kOutOfPlace, Placement::kInPlace)),
-    reduction_name);
+INSTANTIATE_TEST_SUITE_P(Matrix, ReduceTest,
+                         ::testing::ValuesIn(reduction_matrix(kReducePlacements)), reduction_name);
 
 // Non-root ranks may pass NULL as recvbuf.
 TEST(ReduceTest, NonRootMayPassNullRecv) {

@@ -2,8 +2,10 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <string_view>
 
 #include "core/dtype.hpp"
 
@@ -65,6 +67,48 @@ const char* placement_name(Placement p) {
       return "SamePointer";
   }
   return "?";
+}
+
+bool full_matrix() {
+  const char* value = std::getenv("HOLMES_TEST_MATRIX");
+  return value != nullptr && std::string_view(value) == "full";
+}
+
+bool large_case_runs(std::size_t dtype_index, std::size_t op_index, std::size_t ops,
+                     std::size_t placement_index, std::size_t placements) {
+  if (full_matrix()) return true;
+  return op_index == dtype_index % ops && placement_index == dtype_index % placements;
+}
+
+std::vector<ReductionParam> reduction_matrix(std::span<const Placement> placements) {
+  std::vector<ReductionParam> params;
+  for (std::size_t d = 0; d < std::size(kAllDtypes); ++d) {
+    for (std::size_t o = 0; o < std::size(kAllOps); ++o) {
+      for (const CountCase count : kAllCounts) {
+        for (std::size_t p = 0; p < placements.size(); ++p) {
+          if (count == CountCase::kLarge &&
+              !large_case_runs(d, o, std::size(kAllOps), p, placements.size())) {
+            continue;
+          }
+          params.emplace_back(kAllDtypes[d], kAllOps[o], count, placements[p]);
+        }
+      }
+    }
+  }
+  return params;
+}
+
+std::vector<MoveParam> move_matrix(std::span<const Placement> placements) {
+  std::vector<MoveParam> params;
+  for (std::size_t d = 0; d < std::size(kAllDtypes); ++d) {
+    for (const CountCase count : kAllCounts) {
+      for (std::size_t p = 0; p < placements.size(); ++p) {
+        if (count == CountCase::kLarge && !large_case_runs(d, 0, 1, p, placements.size())) continue;
+        params.emplace_back(kAllDtypes[d], count, placements[p]);
+      }
+    }
+  }
+  return params;
 }
 
 unsigned salt_of(int a, int b, int c, int d) {
