@@ -89,6 +89,28 @@ struct CollectiveResources {
   std::atomic<std::uint64_t>* progress = nullptr;  // bumped on every completed transfer
   DeviceMemory* device = nullptr;                  // set when the buffers are device memory
   StagingPool* staging = nullptr;  // pinned slots for device transfers (required with device)
+  // The calling thread drives the transports (CallerDrive::begin_caller_drive, a small call):
+  // what CollectiveContext::pause_drive hands back.
+  CallerDrive* driven = nullptr;
+};
+
+// A calling thread's caller drive, handed back while it blocks without polling (waiting for
+// threads of its own) and taken up again after: while a caller drives, peers skip waking this
+// rank's transport threads, so a driver that stops polling stalls every message to this rank
+// until those threads wake by themselves (shm: up to 100 ms and more per message).
+class DrivePause {
+ public:
+  explicit DrivePause(CallerDrive* driven) : driven_(driven) {
+    if (driven_ != nullptr) driven_->end_caller_drive();
+  }
+  ~DrivePause() {
+    if (driven_ != nullptr) driven_->begin_caller_drive();
+  }
+  DrivePause(const DrivePause&) = delete;
+  DrivePause& operator=(const DrivePause&) = delete;
+
+ private:
+  CallerDrive* driven_;
 };
 
 // Names a call in error messages: "allreduce #12 (ring) on rank 3". Kept as its parts and
@@ -122,6 +144,9 @@ class CollectiveContext {
   std::uint64_t sequence() const { return sequence_; }
   std::uint32_t signature() const { return signature_; }
   const OperationName& name() const { return what_; }
+  // For a caller about to block without polling: see DrivePause (nothing when it does not
+  // drive).
+  [[nodiscard]] DrivePause pause_drive() const { return DrivePause(resources_.driven); }
   // Memory every rank of the communicator can read, when its transport has it (nullptr else).
   SharedBoard* shared_board() { return router_.shared_board(); }
 

@@ -92,11 +92,6 @@ void CommunicatorImpl::execute(const CollectiveCall& call, std::uint64_t sequenc
   const auto signature =
       collective_signature(call.kind, call.count, call.dtype, call.op, call.root) ^
       (static_cast<std::uint32_t>(algorithm) * 0x9e3779b9u);
-  CollectiveContext ctx(
-      *transport_, rank_, size_, sequence, signature, timeout_, chunk_bytes_,
-      OperationName{collective_name(call.kind), sequence, algorithm_name(algorithm), rank_},
-      CollectiveResources{&scratch_, &progress_, device,
-                          device != nullptr ? &staging(*device) : nullptr});
   // A small call is over in microseconds, waits polling all along and never computes for long:
   // its thread drives the transport, so peers need not wake the transport's thread meanwhile.
   // (The shared-memory allreduce sends no messages: nothing to drive.)
@@ -115,6 +110,11 @@ void CommunicatorImpl::execute(const CollectiveCall& call, std::uint64_t sequenc
     DriveScope(const DriveScope&) = delete;
     DriveScope& operator=(const DriveScope&) = delete;
   } scope(drive ? transport_.get() : nullptr);
+  CollectiveContext ctx(
+      *transport_, rank_, size_, sequence, signature, timeout_, chunk_bytes_,
+      OperationName{collective_name(call.kind), sequence, algorithm_name(algorithm), rank_},
+      CollectiveResources{&scratch_, &progress_, device,
+                          device != nullptr ? &staging(*device) : nullptr, scope.transport});
   const AlgorithmEntry* entry = find_algorithm(call.kind, algorithm);
   if (entry == nullptr) {
     fail(HM_ERR_INTERNAL, "{} has no algorithm '{}'", collective_name(call.kind),

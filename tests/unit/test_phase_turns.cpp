@@ -1,15 +1,24 @@
 // The turns the segments of a hierarchical collective take through its phases
 // (collectives/hierarchical/segments.hpp): in order, one at a time, or up to a phase's width at
-// once; a wait that nothing ends fails with HM_ERR_TIMEOUT instead of hanging.
+// once; a wait that nothing ends fails with HM_ERR_TIMEOUT instead of hanging. And what
+// run_segments does with a caller that drives its transports.
 #include <gtest/gtest.h>
 
 #include <atomic>
 #include <chrono>
+#include <iterator>
+#include <memory>
+#include <mutex>
+#include <string>
 #include <thread>
 #include <vector>
 
 #include "collectives/hierarchical/segments.hpp"
 #include "core/status.hpp"
+#include "loopback_transport.hpp"
+#include "transports/capabilities.hpp"
+#include "transports/kinds.hpp"
+#include "transports/router.hpp"
 
 namespace holmes::hier {
 namespace {
@@ -81,6 +90,69 @@ TEST(PhaseTurns, AbortEndsEveryWait) {
   turns.abort();
   waiting.join();
   EXPECT_TRUE(aborted);
+}
+
+// Records whether a caller drives it, as a transport's caller drive would.
+class RecordedDrive final : public CallerDrive {
+ public:
+  void begin_caller_drive() override { driving = true; }
+  void end_caller_drive() override { driving = false; }
+  Progress* caller_progress() override { return nullptr; }
+  std::chrono::microseconds yield_before_sleep(int) const override {
+    return std::chrono::microseconds(0);
+  }
+  std::atomic<bool> driving{false};
+};
+
+// A one-rank communicator's context whose calling thread drives `drive`.
+struct DrivenContext {
+  explicit DrivenContext(RecordedDrive& drive) {
+    std::vector<std::unique_ptr<Transport>> transports;
+    transports.push_back(fabric.make_endpoint(0, false));
+    std::vector<std::vector<std::string>> addresses(std::size(kAllTransportKinds));
+    addresses[0].push_back("loopback:0");
+    router = std::make_unique<Router>(0, std::move(transports),
+                                      std::vector<Route>{Route{TransportKind::kTcp, "loopback"}},
+                                      addresses);
+    CollectiveResources resources;
+    resources.scratch = &scratch;
+    resources.driven = &drive;
+    ctx = std::make_unique<CollectiveContext>(*router, 0, 1, 0, 0, 10s, 1 << 20,
+                                              OperationName{"allreduce", 0, "hier", 0}, resources);
+  }
+  test::LoopbackFabric fabric{1};
+  ScratchSpace scratch;
+  std::unique_ptr<Router> router;
+  std::unique_ptr<CollectiveContext> ctx;
+};
+
+// While segments run on threads of their own the caller only joins them: a drive it kept would
+// tell peers not to wake this rank's transport threads, and its messages would wait for those
+// threads to wake by themselves (the stall this guards against: 0.4-1.2 s per call on shm).
+TEST(RunSegments, TheCallerHandsItsDriveBackWhileSegmentsRun) {
+  RecordedDrive drive;
+  DrivenContext driven(drive);
+  drive.begin_caller_drive();
+  std::mutex mutex;
+  std::vector<bool> seen;
+  run_segments(*driven.ctx, 3, 1, {3}, nullptr, [&](int, ScratchSpace*, SegmentTurn) {
+    const std::lock_guard<std::mutex> lock(mutex);
+    seen.push_back(drive.driving);
+  });
+  EXPECT_EQ(seen, std::vector<bool>(3, false));
+  EXPECT_TRUE(drive.driving);  // taken up again for the rest of the call
+}
+
+// One segment runs on the calling thread, which polls as it waits: its drive stays.
+TEST(RunSegments, OneSegmentKeepsTheDrive) {
+  RecordedDrive drive;
+  DrivenContext driven(drive);
+  drive.begin_caller_drive();
+  bool during = false;
+  run_segments(*driven.ctx, 1, 1, {1}, nullptr,
+               [&](int, ScratchSpace*, SegmentTurn) { during = drive.driving; });
+  EXPECT_TRUE(during);
+  EXPECT_TRUE(drive.driving);
 }
 
 }  // namespace
