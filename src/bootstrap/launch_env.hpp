@@ -15,7 +15,7 @@
 #include <optional>
 #include <string>
 
-#include "core/env.hpp"
+#include "core/parse.hpp"
 
 namespace holmes {
 

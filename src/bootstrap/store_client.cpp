@@ -5,7 +5,7 @@
 #include "bootstrap/auth.hpp"
 #include "bootstrap/store_protocol.hpp"
 #include "core/bytes.hpp"
-#include "core/env.hpp"
+#include "core/parse.hpp"
 #include "core/status.hpp"
 
 namespace holmes {

@@ -273,12 +273,12 @@ CostModel CostModel::from_settings(const Settings& settings) {
   for (const auto& [setting, link, bit] : tiers) {
     if (auto given = settings.link_if_given(setting)) {
       *link = {given->latency_us, given->gbytes_per_s};
-      model.set_by_env |= bit;
+      model.set_by_setting |= bit;
     }
   }
   if (auto rate = settings.rate_if_given(Setting::kCostReduceGbps)) {
     model.reduce_gbytes_per_s = *rate;
-    model.set_by_env |= kSetReduce;
+    model.set_by_setting |= kSetReduce;
   }
   model.probe = settings.flag(Setting::kCostProbe);
   return model;

@@ -62,7 +62,7 @@ struct CostModel {
   static constexpr LinkCost tier(const nominal::TierFigures& figures) {
     return {figures.latency_us, figures.gbytes_per_s};
   }
-  // Bits of set_by_env: which numbers a HOLMES_COST_* setting gave (environment or config).
+  // Bits of set_by_setting: which numbers a HOLMES_COST_* setting gave (environment or config).
   static constexpr unsigned kSetShm = 1;
   static constexpr unsigned kSetHostTcp = 2;
   static constexpr unsigned kSetIslandRdma = 4;
@@ -79,7 +79,7 @@ struct CostModel {
   double reduce_gbytes_per_s = nominal::kReduceGbytesPerS;  // CPU reduction, bytes of result
   double chunk_overhead_us = 10;   // per chunk handed through a pipeline stage
   double chunk_bytes = 512 << 10;  // the communicator's pipeline chunk
-  unsigned set_by_env = 0;
+  unsigned set_by_setting = 0;
   bool probe = false;  // HOLMES_COST_PROBE=1: measure the tiers at init
 
   // Defaults overridden by the HOLMES_COST_* settings given; throws HM_ERR_INVALID_ARGUMENT

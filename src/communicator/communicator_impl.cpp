@@ -51,7 +51,7 @@ CommunicatorImpl::CommunicatorImpl(Params params)
 }
 
 void CommunicatorImpl::adopt_measurements() {
-  if (measured_.reduce_gbytes_per_s && !(cost_model_.set_by_env & CostModel::kSetReduce)) {
+  if (measured_.reduce_gbytes_per_s && !(cost_model_.set_by_setting & CostModel::kSetReduce)) {
     cost_model_.reduce_gbytes_per_s = *measured_.reduce_gbytes_per_s;
   }
   hierarchy_ = make_hierarchy();
@@ -67,8 +67,8 @@ Hierarchy CommunicatorImpl::make_hierarchy() const {
   // Each tier's numbers follow the slowest transport any rank uses on it: every rank knows the
   // same facts, so every rank makes the same choice. Per tier, a HOLMES_COST_* variable wins,
   // then the probe's numbers, then the topology file's, then the defaults.
-  const auto pick = [this](Tier tier, const LinkCost& nominal, unsigned env_bit) {
-    if (cost_model_.set_by_env & env_bit) return nominal;
+  const auto pick = [this](Tier tier, const LinkCost& nominal, unsigned setting_bit) {
+    if (cost_model_.set_by_setting & setting_bit) return nominal;
     if (measured_[tier]) return *measured_[tier];
     return declared_[tier].value_or(nominal);
   };

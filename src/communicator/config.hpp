@@ -11,7 +11,7 @@
 #include <optional>
 #include <string>
 
-#include "core/env.hpp"
+#include "core/parse.hpp"
 #include "core/settings.hpp"
 
 namespace holmes::detail {

@@ -1,17 +1,10 @@
-#include "core/env.hpp"
+#include "core/parse.hpp"
 
 #include <charconv>
-#include <cstdlib>
 
 #include "core/status.hpp"
 
 namespace holmes {
-
-std::optional<std::string> env_string(const char* name) {
-  const char* value = std::getenv(name);
-  if (value == nullptr || *value == '\0') return std::nullopt;
-  return std::string(value);
-}
 
 std::int64_t parse_int(const std::string& text, std::int64_t min, std::int64_t max,
                        const std::string& what) {
@@ -26,12 +19,6 @@ std::int64_t parse_int(const std::string& text, std::int64_t min, std::int64_t m
     fail(HM_ERR_INVALID_ARGUMENT, "{}: {} is outside [{}, {}]", what, value, min, max);
   }
   return value;
-}
-
-std::optional<std::int64_t> env_int(const char* name, std::int64_t min, std::int64_t max) {
-  auto text = env_string(name);
-  if (!text) return std::nullopt;
-  return parse_int(*text, min, max, std::string("environment variable ") + name);
 }
 
 HostPort parse_host_port(const std::string& text, const std::string& what) {

@@ -1,18 +1,11 @@
-// Reading configuration from environment variables, with errors that name the variable.
+// Parsing the text of settings and addresses, with errors that name what was parsed. (The
+// environment itself is read by the settings registry alone: core/settings.cpp.)
 #pragma once
 
 #include <cstdint>
-#include <optional>
 #include <string>
 
 namespace holmes {
-
-// The variable's value, or nullopt when it is unset or empty.
-std::optional<std::string> env_string(const char* name);
-
-// The variable as an integer in [min, max]; nullopt when unset or empty. A value that is not a
-// whole number in range throws HM_ERR_INVALID_ARGUMENT naming the variable.
-std::optional<std::int64_t> env_int(const char* name, std::int64_t min, std::int64_t max);
 
 // Parses a whole decimal number in [min, max]; `what` names it in the error.
 std::int64_t parse_int(const std::string& text, std::int64_t min, std::int64_t max,

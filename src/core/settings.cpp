@@ -8,6 +8,14 @@
 namespace holmes {
 namespace {
 
+// The only reader of the process's environment in Holmes: every setting goes through here.
+// The variable's value, or nullopt when it is unset or empty.
+std::optional<std::string> env_string(const char* name) {
+  const char* value = std::getenv(name);
+  if (value == nullptr || *value == '\0') return std::nullopt;
+  return std::string(value);
+}
+
 const char* const kSourceNames[] = {"default", "environment", "hm_config_t", "topology file"};
 
 // "a, b or c"

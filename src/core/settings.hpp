@@ -15,7 +15,7 @@
 #include <string>
 #include <string_view>
 
-#include "core/env.hpp"
+#include "core/parse.hpp"
 #include "core/setting_registry.hpp"
 
 namespace holmes {

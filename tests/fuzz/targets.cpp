@@ -9,7 +9,7 @@
 #include "bootstrap/store_protocol.hpp"
 #include "communicator/peer_card.hpp"
 #include "core/bytes.hpp"
-#include "core/env.hpp"
+#include "core/parse.hpp"
 #include "core/status.hpp"
 #include "planner/model_spec.hpp"
 #include "topology/topology_file.hpp"

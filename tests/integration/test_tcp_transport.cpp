@@ -20,7 +20,7 @@
 
 #include "combining_receive.hpp"
 #include "core/clock.hpp"
-#include "core/env.hpp"
+#include "core/parse.hpp"
 #include "core/status.hpp"
 #include "transports/capabilities.hpp"
 #include "transports/combine.hpp"

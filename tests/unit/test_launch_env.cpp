@@ -1,4 +1,4 @@
-// Tests of src/bootstrap/launch_env.hpp (read_launch_env) and src/core/env.hpp (parse_int,
+// Tests of src/bootstrap/launch_env.hpp (read_launch_env) and src/core/parse.hpp (parse_int,
 // parse_host_port): which launcher variable wins, what the store address comes from, and that
 // every malformed value is refused with HM_ERR_INVALID_ARGUMENT naming the variable, so a user
 // can tell which of many variables to fix.
@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "core/env.hpp"
+#include "core/parse.hpp"
 #include "core/status.hpp"
 
 namespace holmes {

@@ -177,13 +177,13 @@ TEST(AgreeMeasurements, HostileValuesAreIgnoredNotTrusted) {
 TEST(CostModel, ProbeSwitchAndWhichNumbersTheEnvironmentSet) {
   unsetenv("HOLMES_COST_PROBE");
   EXPECT_FALSE(CostModel::from_settings(Settings::from_environment()).probe);
-  EXPECT_EQ(CostModel::from_settings(Settings::from_environment()).set_by_env, 0u);
+  EXPECT_EQ(CostModel::from_settings(Settings::from_environment()).set_by_setting, 0u);
   setenv("HOLMES_COST_PROBE", "1", 1);
   setenv("HOLMES_COST_SHM", "3,9", 1);
   setenv("HOLMES_COST_REDUCE_GBPS", "5", 1);
   const auto m = CostModel::from_settings(Settings::from_environment());
   EXPECT_TRUE(m.probe);
-  EXPECT_EQ(m.set_by_env, CostModel::kSetShm | CostModel::kSetReduce);
+  EXPECT_EQ(m.set_by_setting, CostModel::kSetShm | CostModel::kSetReduce);
   unsetenv("HOLMES_COST_SHM");
   unsetenv("HOLMES_COST_REDUCE_GBPS");
   for (const char* bad : {"yes", "2", "-1"}) {

@@ -163,7 +163,7 @@ TEST_F(SettingsTest, RegisteredDefaultsAreTheStructsDefaults) {
 
   // Nothing given: the slices are the structs' defaults, and nothing counts as set.
   const auto from_nothing = CostModel::from_settings(defaults);
-  EXPECT_EQ(from_nothing.set_by_env, 0u);
+  EXPECT_EQ(from_nothing.set_by_setting, 0u);
   EXPECT_DOUBLE_EQ(from_nothing.inter_island.latency_us, model.inter_island.latency_us);
   const auto tuning = detail::shm_tuning(defaults);
   EXPECT_EQ(tuning.ring_bytes, shm.ring_bytes);
@@ -274,7 +274,7 @@ TEST_F(SettingsTest, TheConfigWinsOverTheEnvironmentAndItsFieldsOverItsSettings)
   EXPECT_EQ(forced.get(CollectiveKind::kAllreduce), Algorithm::kRing);
   const auto model = CostModel::from_settings(s);
   EXPECT_DOUBLE_EQ(model.inter_island.latency_us, 250);
-  EXPECT_EQ(model.set_by_env, CostModel::kSetInterIsland);
+  EXPECT_EQ(model.set_by_setting, CostModel::kSetInterIsland);
 }
 
 TEST_F(SettingsTest, ResolvedConfigTakesItsValuesFromTheSettings) {

@@ -1,7 +1,7 @@
 #include "transports/tcp/transport.hpp"
 
 #include "core/bytes.hpp"
-#include "core/env.hpp"
+#include "core/parse.hpp"
 #include "core/log.hpp"
 #include "core/status.hpp"
 

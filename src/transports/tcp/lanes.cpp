@@ -3,7 +3,7 @@
 #include <charconv>
 #include <cmath>
 
-#include "core/env.hpp"
+#include "core/parse.hpp"
 #include "core/status.hpp"
 
 namespace holmes::tcp {

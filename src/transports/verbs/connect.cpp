@@ -2,7 +2,7 @@
 
 #include <cctype>
 
-#include "core/env.hpp"
+#include "core/parse.hpp"
 #include "core/status.hpp"
 #include "transports/verbs/handshake.hpp"
 #include "transports/verbs/qp_info.hpp"

@@ -20,7 +20,7 @@
 #include <vector>
 
 #include "core/clock.hpp"
-#include "core/env.hpp"
+#include "core/parse.hpp"
 #include "core/status.hpp"
 #include "fake_fabric.hpp"
 #include "transports/verbs/handshake.hpp"
