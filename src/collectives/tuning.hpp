@@ -158,6 +158,11 @@ constexpr int kMaxHierarchicalSegments = 12;
 // (hierarchical/island_blocks.hpp): with more islands than this they do not apply.
 constexpr int kMaxBlockIslands = 48;
 int hierarchical_segments(const Hierarchy& h, const CostModel& model, double bytes);
+// The relative sizes of a hierarchical allreduce's `segments` segments: the pipeline's first
+// segment is reduced inside the islands before anything crosses the slow tier, and its last is
+// spread inside them after; those two are all of the islands' work the pipeline cannot hide, so
+// they are smaller than the segments between (a ramp: 1/4, 1/2, 1, ..., 1, 1/2, 1/4).
+std::vector<double> hierarchical_segment_weights(int segments);
 
 // How many segments of a hierarchical collective may be in the lanes' phase at once
 // (segments.hpp, PhaseTurns): 1 unless the slow tier's latency would leave its links idle for a

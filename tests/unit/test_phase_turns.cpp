@@ -92,6 +92,27 @@ TEST(PhaseTurns, AbortEndsEveryWait) {
   EXPECT_TRUE(aborted);
 }
 
+// Segments of uneven weights: in order, back to back, covering every element once.
+TEST(WeightedBlocks, CutInProportionAndCoverTheWhole) {
+  const BlockLayout layout = weighted_blocks(1100, {0.25, 0.5, 1, 1, 0.5, 0.25});
+  const std::vector<std::size_t> expected = {78, 157, 315, 314, 157, 79};
+  std::size_t at = 0;
+  for (int k = 0; k < 6; ++k) {
+    EXPECT_EQ(layout.block_start(k), at) << k;
+    EXPECT_EQ(layout.block_size(k), expected[static_cast<std::size_t>(k)]) << k;
+    at += layout.block_size(k);
+  }
+  EXPECT_EQ(at, 1100u);
+  // Fewer elements than blocks: some are empty, none overlaps, the total holds.
+  const BlockLayout few = weighted_blocks(3, {0.25, 0.5, 1, 1, 0.5, 0.25});
+  std::size_t total = 0;
+  for (int k = 0; k < 6; ++k) {
+    EXPECT_EQ(few.block_start(k), total) << k;
+    total += few.block_size(k);
+  }
+  EXPECT_EQ(total, 3u);
+}
+
 // Records whether a caller drives it, as a transport's caller drive would.
 class RecordedDrive final : public CallerDrive {
  public:

@@ -179,6 +179,15 @@ TEST(CostModel, HierarchicalSegmentsGrowWithTheMessageWithinBounds) {
   EXPECT_EQ(hierarchical_segments(one, m, 64 * kMiB), 1);
 }
 
+// The pipeline's first and last segments are the islands' work it cannot hide: smaller ones.
+TEST(CostModel, HierarchicalSegmentsRampUpAndDown) {
+  EXPECT_EQ(hierarchical_segment_weights(1), std::vector<double>({1}));
+  EXPECT_EQ(hierarchical_segment_weights(3), std::vector<double>({1, 1, 1}));
+  EXPECT_EQ(hierarchical_segment_weights(4), std::vector<double>({0.5, 1, 1, 0.5}));
+  EXPECT_EQ(hierarchical_segment_weights(8),
+            std::vector<double>({0.25, 0.5, 1, 1, 1, 1, 0.5, 0.25}));
+}
+
 // Segments in the lanes' phase at once: one while the slow tier's latency costs little next to a
 // segment's time on it, more as bandwidth x latency grows, never more than kMaxLaneWindow.
 TEST(CostModel, LaneWindowCoversTheSlowTiersLatency) {

@@ -151,7 +151,7 @@ void hierarchical_allreduce(CollectiveContext& ctx, const Hierarchy& h, const Co
   std::vector<int> everyone(static_cast<std::size_t>(ctx.size()));
   for (int r = 0; r < ctx.size(); ++r) everyone[static_cast<std::size_t>(r)] = r;
   const int segments = ctx.on_device() ? 1 : hierarchical_segments(h, model, count * es);
-  const BlockLayout parts(count, segments, count);
+  const BlockLayout parts = weighted_blocks(count, hierarchical_segment_weights(segments));
   std::optional<PhaseTimeline> timeline;
   if (segments > 1 && logger().should_log(spdlog::level::debug)) {
     timeline.emplace("hierarchical allreduce", kLanesPhase, phase_name);

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "collectives/context.hpp"
+#include "collectives/pipeline.hpp"
 #include "collectives/tuning.hpp"
 #include "core/log.hpp"
 #include "core/status.hpp"
@@ -265,6 +266,27 @@ void run_segments(const CollectiveContext& ctx, int segments, std::size_t phases
   for (const auto& e : errors) {
     if (e) std::rethrow_exception(e);
   }
+}
+
+// `count` elements cut into one block per weight, each in proportion to its weight (the same on
+// every rank: the same arithmetic on the same numbers).
+inline BlockLayout weighted_blocks(std::size_t count, const std::vector<double>& weights) {
+  double total = 0;
+  for (const double w : weights) total += w;
+  std::vector<BlockLayout::Range> blocks;
+  double before = 0;
+  std::size_t start = 0;
+  for (std::size_t k = 0; k < weights.size(); ++k) {
+    before += weights[k];
+    const std::size_t end =
+        k + 1 == weights.size()
+            ? count
+            : std::min(count,
+                       static_cast<std::size_t>(static_cast<double>(count) * before / total));
+    blocks.push_back({start, end - start});
+    start = end;
+  }
+  return BlockLayout(std::move(blocks), count);
 }
 
 // The views of one segment: `first_phase` on, with the segment's scratch when it has its own.
