@@ -23,13 +23,16 @@
 #                     file's latencies, which tc cannot; Holmes then also paces itself to the
 #                     file's rates and gets latencies the peers do not: off by default)
 #   --shape           which links tc shapes (cluster.sh --shape; default all)
+#   COMPARE_RANK0_LOG  (environment) Holmes's rank 0 log level in netns mode (default info; debug
+#                     adds the hierarchical collectives' phase timelines)
 #
 # Two modes:
 #   as root    bench/emulate/cluster.sh builds the mix (a network namespace per host, links
 #              shaped with tc tbf to the file's rates / emulation_scale) and every library runs
 #              its ranks inside the hosts' namespaces: Holmes (holmes-bench, its ranks started
 #              here with HOLMES_HOST/HOLMES_ADDR/HOLMES_TOPOLOGY; shaping layer off unless
-#              --holmes-shaping, so it gets the same links as the peers), Gloo
+#              --holmes-shaping, so it gets the same links as the peers; it probes
+#              them at start, HOLMES_COST_PROBE=1), Gloo
 #              (gloo-allreduce-bench), Open MPI (mpi-allreduce-bench, mpirun in the first host's
 #              namespace, reaching the others through bench/emulate/netns-rsh.sh) and
 #              torch.distributed gloo (bench/peers/torch_allreduce.py, when /usr/bin/python3 has
@@ -251,13 +254,15 @@ job_port=0
 holmes_rank_cmd() { # netns mode
   local r=$1 k=$2
   local level=warn
-  ((r == 0)) && level=info # rank 0 logs its peers' transports and shaped links
+  ((r == 0)) && level=${COMPARE_RANK0_LOG:-info} # rank 0 logs its peers' transports and shaped links
   printf '%s\n' env "HOLMES_RANK=$r" "HOLMES_WORLD_SIZE=$ranks" \
     "HOLMES_LOCAL_RANK=${rank_local[r]}" "HOLMES_STORE=${host_addr[0]}:$job_port" \
     "HOLMES_TOKEN=$job_token" "HOLMES_HOST=${host_name[k]}" "HOLMES_ADDR=${host_addr[k]}" \
     "HOLMES_TOPOLOGY=$mix_file" "HOLMES_TIMEOUT_MS=$((run_timeout * 1000))" \
     "HOLMES_LOG_LEVEL=$level"
-  ((holmes_shaping == 1)) || printf '%s\n' HOLMES_SHAPING=0
+  # tc holds the links at the file's rates / emulation_scale, which Holmes is not told: it
+  # measures them when it starts (its cost model then predicts what the links do).
+  ((holmes_shaping == 1)) || printf '%s\n' HOLMES_SHAPING=0 HOLMES_COST_PROBE=1
   printf '%s\n' "$bin/holmes-bench" allreduce "${sweep[@]}" --check
   ((r == 0)) && printf '%s\n' --csv "$out/holmes.csv"
   return 0
