@@ -90,27 +90,37 @@ struct CollectiveResources {
   DeviceMemory* device = nullptr;                  // set when the buffers are device memory
   StagingPool* staging = nullptr;  // pinned slots for device transfers (required with device)
   // The calling thread drives the transports (CallerDrive::begin_caller_drive, a small call):
-  // what CollectiveContext::pause_drive hands back.
+  // what CollectiveContext::pause_drive hands back (DriveScope).
   CallerDrive* driven = nullptr;
 };
 
-// A calling thread's caller drive, handed back while it blocks without polling (waiting for
-// threads of its own) and taken up again after: while a caller drives, peers skip waking this
-// rank's transport threads, so a driver that stops polling stalls every message to this rank
-// until those threads wake by themselves (shm: up to 100 ms and more per message).
-class DrivePause {
+// A calling thread's caller drive for a scope: taken up (`drives`) for a small call that polls
+// all along, or handed back (not `drives`) while a driving thread blocks without polling
+// (waiting for threads of its own), and the other way round when the scope ends. While a caller
+// drives, peers skip waking this rank's transport threads, so a driver that stops polling
+// stalls every message to this rank until those threads wake by themselves (shm: up to 100 ms
+// and more per message). Nothing when `transport` is null.
+class DriveScope {
  public:
-  explicit DrivePause(CallerDrive* driven) : driven_(driven) {
-    if (driven_ != nullptr) driven_->end_caller_drive();
+  DriveScope(CallerDrive* transport, bool drives) : transport_(transport), drives_(drives) {
+    toggle(drives_);
   }
-  ~DrivePause() {
-    if (driven_ != nullptr) driven_->begin_caller_drive();
-  }
-  DrivePause(const DrivePause&) = delete;
-  DrivePause& operator=(const DrivePause&) = delete;
+  ~DriveScope() { toggle(!drives_); }
+  DriveScope(const DriveScope&) = delete;
+  DriveScope& operator=(const DriveScope&) = delete;
+  CallerDrive* transport() const { return transport_; }
 
  private:
-  CallerDrive* driven_;
+  void toggle(bool begin) {
+    if (transport_ == nullptr) return;
+    if (begin) {
+      transport_->begin_caller_drive();
+    } else {
+      transport_->end_caller_drive();
+    }
+  }
+  CallerDrive* transport_;
+  bool drives_;
 };
 
 // Names a call in error messages: "allreduce #12 (ring) on rank 3". Kept as its parts and
@@ -144,9 +154,9 @@ class CollectiveContext {
   std::uint64_t sequence() const { return sequence_; }
   std::uint32_t signature() const { return signature_; }
   const OperationName& name() const { return what_; }
-  // For a caller about to block without polling: see DrivePause (nothing when it does not
-  // drive).
-  [[nodiscard]] DrivePause pause_drive() const { return DrivePause(resources_.driven); }
+  // For a caller about to block without polling: hands its drive back for the scope (nothing
+  // when it does not drive).
+  [[nodiscard]] DriveScope pause_drive() const { return DriveScope(resources_.driven, false); }
   // Memory every rank of the communicator can read, when its transport has it (nullptr else).
   SharedBoard* shared_board() { return router_.shared_board(); }
 

@@ -99,22 +99,12 @@ void CommunicatorImpl::execute(const CollectiveCall& call, std::uint64_t sequenc
   const bool drive =
       call_bytes <= (device != nullptr ? kDeviceCallerDriveMaxBytes : kCallerDriveMaxBytes) &&
       algorithm != Algorithm::kSharedMemory;
-  struct DriveScope {
-    CallerDrive* transport;
-    explicit DriveScope(CallerDrive* t) : transport(t) {
-      if (transport != nullptr) transport->begin_caller_drive();
-    }
-    ~DriveScope() {
-      if (transport != nullptr) transport->end_caller_drive();
-    }
-    DriveScope(const DriveScope&) = delete;
-    DriveScope& operator=(const DriveScope&) = delete;
-  } scope(drive ? transport_.get() : nullptr);
+  const DriveScope scope(drive ? transport_.get() : nullptr, true);
   CollectiveContext ctx(
       *transport_, rank_, size_, sequence, signature, timeout_, chunk_bytes_,
       OperationName{collective_name(call.kind), sequence, algorithm_name(algorithm), rank_},
       CollectiveResources{&scratch_, &progress_, device,
-                          device != nullptr ? &staging(*device) : nullptr, scope.transport});
+                          device != nullptr ? &staging(*device) : nullptr, scope.transport()});
   const AlgorithmEntry* entry = find_algorithm(call.kind, algorithm);
   if (entry == nullptr) {
     fail(HM_ERR_INTERNAL, "{} has no algorithm '{}'", collective_name(call.kind),

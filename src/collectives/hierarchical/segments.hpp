@@ -248,7 +248,7 @@ void run_segments(const CollectiveContext& ctx, int segments, std::size_t phases
   std::vector<std::exception_ptr> errors(static_cast<std::size_t>(segments));
   PhaseTurns turns(phases, ctx.timeout(), ctx.progress(), std::move(widths));
   // This thread only joins from here on: a drive of its own would stall this rank's transports.
-  const DrivePause pause = ctx.pause_drive();
+  const DriveScope pause = ctx.pause_drive();
   std::vector<std::thread> threads;
   for (int s = 0; s < segments; ++s) {
     threads.emplace_back([&, s] {
