@@ -1,8 +1,8 @@
 #include "transports/tcp/transport.hpp"
 
 #include "core/bytes.hpp"
-#include "core/parse.hpp"
 #include "core/log.hpp"
+#include "core/parse.hpp"
 #include "core/status.hpp"
 
 namespace holmes::tcp {
