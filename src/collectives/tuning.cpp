@@ -512,6 +512,11 @@ int hierarchical_lane_window(const Hierarchy& h, double lane_bytes) {
       std::clamp(1.0 + std::ceil(idle_us / busy_us), 1.0, double{kMaxLaneWindow}));
 }
 
+int hierarchical_allreduce_lane_window(const Hierarchy& h, double lane_bytes, int segments) {
+  const int window = hierarchical_lane_window(h, lane_bytes);
+  return segments >= 2 && h.summary.islands >= 2 ? std::max(2, window) : window;
+}
+
 Algorithm choose_lane_allreduce(const CostModel& model, int ranks, double bytes,
                                 const LinkCost& link) {
   return rd_allreduce_us(model, ranks, bytes, link, model.chunk_bytes) <

@@ -171,6 +171,11 @@ std::vector<double> hierarchical_segment_weights(int segments);
 // segment sends out of one lane's link in that phase.
 constexpr int kMaxLaneWindow = 4;
 int hierarchical_lane_window(const Hierarchy& h, double lane_bytes);
+// The same for a hierarchical allreduce of `segments` segments: at least 2 once there are two.
+// Its lanes' ring reduces between its two halves, so each step ends with a turnaround on the
+// lane's own core (wake, reduce the last chunk, send it), and a lone segment leaves the link
+// idle for it. The block collectives' lanes only forward, and contend for cores instead.
+int hierarchical_allreduce_lane_window(const Hierarchy& h, double lane_bytes, int segments);
 
 // Inner choices of the hierarchical algorithms, for `ranks` ranks joined by `link`.
 Algorithm choose_lane_allreduce(const CostModel& model, int ranks, double bytes,

@@ -209,6 +209,20 @@ TEST(CostModel, LaneWindowCoversTheSlowTiersLatency) {
   EXPECT_EQ(hierarchical_lane_window(cluster(2, 2, 1, m), 0), 1);
 }
 
+// The allreduce's lanes turn each ring step around on their own core: two segments at once as
+// soon as there are two, more only where the latency asks for more; none of that in one island.
+TEST(CostModel, AllreduceLaneWindowCoversTheStepsTurnaround) {
+  CostModel m;
+  constexpr double kMiB = 1 << 20;
+  m.inter_island = {30, 0.0625};
+  EXPECT_EQ(hierarchical_allreduce_lane_window(cluster(2, 2, 1, m), 4 * kMiB, 8), 2);
+  EXPECT_EQ(hierarchical_allreduce_lane_window(cluster(2, 2, 1, m), 4 * kMiB, 2), 2);
+  EXPECT_EQ(hierarchical_allreduce_lane_window(cluster(2, 2, 1, m), 4 * kMiB, 1), 1);
+  EXPECT_EQ(hierarchical_allreduce_lane_window(cluster(1, 4, 1, m), 4 * kMiB, 8), 1);
+  m.inter_island = {10000, 1.25};
+  EXPECT_EQ(hierarchical_allreduce_lane_window(cluster(2, 2, 1, m), 4 * kMiB, 8), kMaxLaneWindow);
+}
+
 TEST(CostModel, ForcedAlgorithmIsReportedWithItsPrediction) {
   CostModel m;
   const Hierarchy h = cluster(1, 1, 4, m);
