@@ -88,7 +88,9 @@ void descend(const CollectiveContext& top, const Hierarchy& h, const CostModel& 
       groups[static_cast<std::size_t>(it - group_keys.begin())].push_back(r);
     }
   }
-  if (groups.size() == 1) {
+  // One group (all ranks on one host or island), or one rank in every group (a rank per host):
+  // nothing to reduce at this level, and no copy of the input to make for it.
+  if (groups.size() == 1 || groups.size() == ranks.size()) {
     return descend(top, h, model, ranks, level + 1, in, out, count, dtype, op, first_phase, scratch,
                    turn);
   }
