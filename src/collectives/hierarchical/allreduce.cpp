@@ -88,8 +88,8 @@ void descend(const CollectiveContext& top, const Hierarchy& h, const CostModel& 
       groups[static_cast<std::size_t>(it - group_keys.begin())].push_back(r);
     }
   }
-  // One group (all ranks on one host or island), or one rank in every group (a rank per host):
-  // nothing to reduce at this level, and no copy of the input to make for it.
+  // One group (all ranks on one host or island), or one rank in every group (a rank per host or
+  // per island): nothing to reduce at this level, and no copy of the input to make for it.
   if (groups.size() == 1 || groups.size() == ranks.size()) {
     return descend(top, h, model, ranks, level + 1, in, out, count, dtype, op, first_phase, scratch,
                    turn);
@@ -159,8 +159,8 @@ void hierarchical_allreduce(CollectiveContext& ctx, const Hierarchy& h, const Co
     timeline.emplace("hierarchical allreduce", kLanesPhase, phase_name);
   }
   PhaseTimeline* const timing = timeline ? &*timeline : nullptr;
-  // The lanes' phase, several segments at once on long links: each lane sends 2(I-1)/I of its
-  // shard of a segment (I islands).
+  // The lanes' phase, two segments at once or more on long links (each ring step's turnaround,
+  // then the latency): each lane sends 2(I-1)/I of its shard of a segment (I islands).
   std::vector<int> widths(kPhasesPerDescent, 1);
   const double islands = static_cast<double>(h.islands.size());
   const double lane_bytes = static_cast<double>(count * es) / segments / h.summary.smallest_island *
