@@ -16,14 +16,6 @@
 namespace holmes {
 namespace {
 
-// Throws HM_ERR_UNSUPPORTED naming the reason when device buffers cannot be used here.
-void require_device(const char* operation) {
-  std::string why;
-  if (!cuda_device_available(&why)) {
-    fail(HM_ERR_UNSUPPORTED, "{}: no usable CUDA device: {}", operation, why);
-  }
-}
-
 std::size_t checked_bytes(std::size_t count, hm_dtype_t dtype, const char* operation) {
   const std::size_t size = dtype_size(dtype);
   require(count <= std::numeric_limits<std::size_t>::max() / size,
@@ -125,7 +117,7 @@ void copy_on(int device, void* dst, const void* src, std::size_t bytes, const ch
 
 void copy_device_to_host(void* host, const void* device, std::size_t bytes) {
   constexpr const char* kOperation = "copy_device_to_host";
-  require_device(kOperation);
+  require_cuda_device(kOperation);
 #if defined(HOLMES_HAVE_CUDA)
   if (bytes == 0) return;
   const cuda::PointerInfo source = device_operand(device, bytes, kOperation, "the source");
@@ -136,7 +128,7 @@ void copy_device_to_host(void* host, const void* device, std::size_t bytes) {
 
 void copy_host_to_device(void* device, const void* host, std::size_t bytes) {
   constexpr const char* kOperation = "copy_host_to_device";
-  require_device(kOperation);
+  require_cuda_device(kOperation);
 #if defined(HOLMES_HAVE_CUDA)
   if (bytes == 0) return;
   const cuda::PointerInfo destination =
@@ -148,7 +140,7 @@ void copy_host_to_device(void* device, const void* host, std::size_t bytes) {
 
 void copy_device_to_device(void* dst, const void* src, std::size_t bytes) {
   constexpr const char* kOperation = "copy_device_to_device";
-  require_device(kOperation);
+  require_cuda_device(kOperation);
 #if defined(HOLMES_HAVE_CUDA)
   if (bytes == 0) return;
   const cuda::PointerInfo destination = device_operand(dst, bytes, kOperation, "the destination");
@@ -161,7 +153,7 @@ void copy_device_to_device(void* dst, const void* src, std::size_t bytes) {
 void device_reduce(hm_dtype_t dtype, hm_op_t op, void* dst, const void* a, const void* b,
                    std::size_t count) {
   constexpr const char* kOperation = "device_reduce";
-  require_device(kOperation);
+  require_cuda_device(kOperation);
   require(op_valid(op), "{}: unknown reduction op {}", kOperation, static_cast<int>(op));
   require(dtype_valid(dtype), "{}: unknown dtype {}", kOperation, static_cast<int>(dtype));
   const std::size_t bytes = checked_bytes(count, dtype, kOperation);
@@ -189,7 +181,7 @@ void device_reduce(hm_dtype_t dtype, hm_op_t op, void* dst, const void* a, const
 
 void device_finalize_average(hm_dtype_t dtype, void* data, std::size_t count, int nranks) {
   constexpr const char* kOperation = "device_finalize_average";
-  require_device(kOperation);
+  require_cuda_device(kOperation);
   require(nranks > 0, "{}: average over {} ranks", kOperation, nranks);
   require(dtype_valid(dtype), "{}: unknown dtype {}", kOperation, static_cast<int>(dtype));
   const std::size_t bytes = checked_bytes(count, dtype, kOperation);

@@ -1,5 +1,7 @@
 #include "core/cuda/memory.hpp"
 
+#include "core/status.hpp"
+
 #if defined(HOLMES_HAVE_CUDA)
 #include "core/cuda/cuda_api.hpp"
 #endif
@@ -42,5 +44,12 @@ bool cuda_device_available(std::string* why) {
 }
 
 #endif
+
+void require_cuda_device(const char* operation) {
+  std::string why;
+  if (!cuda_device_available(&why)) {
+    fail(HM_ERR_UNSUPPORTED, "{}: no usable CUDA device: {}", operation, why);
+  }
+}
 
 }  // namespace holmes

@@ -41,5 +41,7 @@ bool cuda_built() noexcept;
 // "built without CUDA", "no CUDA driver, or one older than the CUDA 13.0 runtime (error 35
 // cudaErrorInsufficientDriver: ...)", "no device (...)". Decided once per process.
 bool cuda_device_available(std::string* why = nullptr);
+// Throws HM_ERR_UNSUPPORTED, "<operation>: no usable CUDA device: <why>", where it is not.
+void require_cuda_device(const char* operation);
 
 }  // namespace holmes
