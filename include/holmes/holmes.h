@@ -236,6 +236,13 @@ HM_API hm_status_t hm_comm_size(hm_comm_t comm, int* size);
 HM_API hm_status_t hm_comm_peer_transport(hm_comm_t comm, int peer, const char** transport,
                                           const char** reason);
 
+/* What carries device buffers between this rank and `peer` in the hierarchical collectives, and
+ * why: the engine of the host or island the two share ("nccl", "ring": Holmes's own, staged
+ * through pinned memory, "blockwise"), "lanes" (other islands: Holmes's slow tier) or "self".
+ * HOLMES_GROUP_ENGINE steers it. Strings as for hm_comm_peer_transport. */
+HM_API hm_status_t hm_comm_peer_engine(hm_comm_t comm, int peer, const char** engine,
+                                       const char** reason);
+
 /* Forces `algorithm` for `collective` on this communicator (HM_ALGO_AUTO: back to the cost
  * model). Every rank must make the same call: the algorithm is part of each message's
  * signature, so ranks that disagree get HM_ERR_MISMATCH (or HM_ERR_TIMEOUT). An algorithm the
@@ -312,6 +319,21 @@ HM_API hm_status_t hm_comm_join(const hm_config_t* cfg, hm_comm_t* newcomm);
 /* The first error of the communicator, seen by any call or by a nonblocking operation;
  * HM_SUCCESS in *async_error while it is healthy. */
 HM_API hm_status_t hm_comm_get_async_error(hm_comm_t comm, hm_status_t* async_error);
+
+/* Orders comm's collectives on device buffers on a CUDA stream (a cudaStream_t; NULL is CUDA's
+ * legacy default stream), with NCCL's semantics: hm_allreduce, hm_reduce_scatter, hm_allgather,
+ * hm_broadcast, hm_reduce and hm_alltoall on device buffers return once enqueued; each starts
+ * after the work enqueued on the stream before it, and work enqueued after it waits for it. A
+ * host proxy thread runs the network part; the GPU, not a CPU core, waits. A failure after the
+ * call returned shows in hm_comm_get_async_error (the stream goes on; the results are
+ * undefined). Calls on host buffers, the nonblocking hm_i* calls and point-to-point calls keep
+ * their semantics. One stream per communicator (rather than a stream argument on every call)
+ * keeps the calls' signatures those of the host path, in C and in every binding; set it again
+ * to switch streams. The calling thread's current device must be the stream's. No usable CUDA
+ * device: HM_ERR_UNSUPPORTED. */
+HM_API hm_status_t hm_comm_set_cuda_stream(hm_comm_t comm, void* stream);
+/* Back to blocking calls on device buffers; calls already enqueued still run. */
+HM_API hm_status_t hm_comm_clear_cuda_stream(hm_comm_t comm);
 
 /* ---------------------------------------------------------------------------------------------
  * Collectives (blocking). In place when sendbuf == recvbuf; for reduce_scatter also when

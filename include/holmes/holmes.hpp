@@ -114,6 +114,11 @@ struct PeerTransport {
   std::string transport;  // "tcp", "shm", "ucx", "verbs", or "self"
   std::string reason;     // why it was chosen
   std::string link;       // the link itself, e.g. "tcp 10.0.0.2:4000 x2 sockets"
+  // What carries device buffers to the peer in hierarchical collectives: the engine of the
+  // group (host, island) the two share ("ring", "blockwise", "nccl"), "lanes" across islands,
+  // "self"; and why (hm_comm_peer_engine).
+  std::string engine;
+  std::string engine_reason;
 };
 
 // What a collective call runs with: the algorithm and the cost model's prediction.
@@ -186,6 +191,10 @@ class HM_API Communicator {
   Communicator grow(int joining) const;
   // HM_SUCCESS while healthy, else the first error this communicator saw.
   hm_status_t async_error() const noexcept;
+  // hm_comm_set_cuda_stream / hm_comm_clear_cuda_stream: collectives on device buffers ordered
+  // on `stream` (a cudaStream_t), returning once enqueued; or blocking again.
+  void set_cuda_stream(void* stream);
+  void clear_cuda_stream();
   std::chrono::milliseconds timeout() const;
   PeerTransport peer_transport(int peer) const;
 

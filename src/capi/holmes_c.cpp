@@ -206,6 +206,19 @@ hm_status_t hm_comm_peer_transport(hm_comm_t comm, int peer, const char** transp
   });
 }
 
+hm_status_t hm_comm_peer_engine(hm_comm_t comm, int peer, const char** engine,
+                                const char** reason) {
+  return guarded("hm_comm_peer_engine", [&] {
+    require_out(engine, "engine");
+    require_out(reason, "reason");
+    const auto& c = comm_of(comm);
+    holmes::require(peer >= 0 && peer < c.size(), "peer {} is outside [0, {})", peer, c.size());
+    const auto& p = comm->peers[static_cast<std::size_t>(peer)];
+    *engine = p.engine.c_str();
+    *reason = p.engine_reason.c_str();
+  });
+}
+
 const char* hm_algorithm_name(hm_algorithm_t algorithm) {
   if (algorithm < 0 || algorithm >= HM_ALGORITHM_COUNT) return "unknown";
   return holmes::algorithm_name(static_cast<holmes::Algorithm>(algorithm));
@@ -296,6 +309,14 @@ hm_status_t hm_comm_get_async_error(hm_comm_t comm, hm_status_t* async_error) {
     require_out(async_error, "async_error");
     *async_error = comm_of(comm).async_error();
   });
+}
+
+hm_status_t hm_comm_set_cuda_stream(hm_comm_t comm, void* stream) {
+  return guarded("hm_comm_set_cuda_stream", [&] { comm_of(comm).set_cuda_stream(stream); });
+}
+
+hm_status_t hm_comm_clear_cuda_stream(hm_comm_t comm) {
+  return guarded("hm_comm_clear_cuda_stream", [&] { comm_of(comm).clear_cuda_stream(); });
 }
 
 hm_status_t hm_allreduce(hm_comm_t comm, const void* sendbuf, void* recvbuf, size_t count,

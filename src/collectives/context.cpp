@@ -5,6 +5,7 @@
 #include <thread>
 
 #include "collectives/device_memory.hpp"
+#include "collectives/engine/group_engine.hpp"
 #include "collectives/staging.hpp"
 #include "core/clock.hpp"
 #include "core/reduce.hpp"
@@ -111,6 +112,12 @@ CollectiveContext CollectiveContext::view(std::vector<int> members, std::uint64_
   return CollectiveContext(*this, std::move(members), step_base_ + (phase << kPhaseShift));
 }
 
+CollectiveContext CollectiveContext::shifted(std::uint64_t offset) const {
+  std::vector<int> positions(static_cast<std::size_t>(size_));
+  for (int i = 0; i < size_; ++i) positions[static_cast<std::size_t>(i)] = i;
+  return CollectiveContext(*this, std::move(positions), step_base_ + offset);
+}
+
 CollectiveContext CollectiveContext::view(std::vector<int> members, std::uint64_t phase,
                                           ScratchSpace& scratch) const {
   CollectiveContext v = view(std::move(members), phase);
@@ -160,6 +167,11 @@ void CollectiveContext::finalize_average(hm_dtype_t dtype, void* data, std::size
   } else {
     holmes::finalize_average(dtype, data, count, nranks);
   }
+}
+
+GroupEngine& CollectiveContext::group_engine(GroupLevel level) const {
+  return resources_.engines != nullptr ? resources_.engines->for_group(*this, level)
+                                       : ring_engine();
 }
 
 void CollectiveContext::copy(void* dst, const void* src, std::size_t bytes) {

@@ -83,6 +83,10 @@ struct ScratchSpace {
 class DeviceMemory;
 class StagingPool;
 
+class GroupEngine;
+class GroupEngines;
+enum class GroupLevel;
+
 // What a communicator lends a collective; all optional.
 struct CollectiveResources {
   ScratchSpace* scratch = nullptr;                 // reused scratch (else per call)
@@ -92,6 +96,8 @@ struct CollectiveResources {
   // The calling thread drives the transports (CallerDrive::begin_caller_drive, a small call):
   // what CollectiveContext::pause_drive hands back (DriveScope).
   CallerDrive* driven = nullptr;
+  // Picks the engine of the groups of hierarchical collectives (nullptr: Holmes's ring).
+  GroupEngines* engines = nullptr;
 };
 
 // A calling thread's caller drive for a scope: taken up (`drives`) for a small call that polls
@@ -169,6 +175,10 @@ class CollectiveContext {
   // The same, with its own scratch: for phases that run at the same time on other threads.
   CollectiveContext view(std::vector<int> members, std::uint64_t phase,
                          ScratchSpace& scratch) const;
+  // The same positions with every step moved up by `offset` (below a phase's 2^32 steps): for
+  // calls that run one after the other inside one phase and may each use steps from 0, such as
+  // a blockwise engine's chain per block, so that no two of them share a tag.
+  CollectiveContext shifted(std::uint64_t offset) const;
   // The communicator rank at `position` of this context.
   int member(int position) const {
     return members_.empty() ? position : members_[static_cast<std::size_t>(position)];
@@ -193,6 +203,8 @@ class CollectiveContext {
 
   // Operations on the caller's buffers and scratch, wherever they live.
   bool on_device() const { return resources_.device != nullptr; }
+  // The engine for this view's group, a host's or an island's ranks (engine/group_engine.hpp).
+  GroupEngine& group_engine(GroupLevel level) const;
   void reduce(hm_dtype_t dtype, hm_op_t op, void* dst, const void* a, const void* b,
               std::size_t count);
   void finalize_average(hm_dtype_t dtype, void* data, std::size_t count, int nranks);

@@ -13,6 +13,7 @@
 #include <holmes/holmes.h>
 
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 
 namespace holmes {
@@ -45,6 +46,29 @@ class DeviceMemory {
   // Device scratch, and pinned host memory for staging; freed when the last owner lets go.
   virtual std::shared_ptr<std::byte> allocate(std::size_t bytes) = 0;
   virtual std::shared_ptr<std::byte> allocate_host(std::size_t bytes) = 0;
+
+  // Stream ordering (hm_comm_set_cuda_stream). A stream is the caller's cudaStream_t, opaque
+  // here. A call on device buffers marks the stream where it was made (the proxy runs the call
+  // once the work enqueued before it has finished) and holds the stream at a gate (work enqueued
+  // after the call waits until the proxy opens it). Neither blocks the calling thread.
+  class StreamPoint {
+   public:
+    virtual ~StreamPoint() = default;
+    // Whether everything enqueued on the stream before the point has finished; never blocks.
+    virtual bool reached() = 0;
+  };
+  class StreamGate {
+   public:
+    virtual ~StreamGate() = default;
+    // Enqueues on `stream` a wait until the gate's ticket reaches `ticket` (compared cyclically,
+    // so the 32-bit tickets may wrap).
+    virtual void hold(void* stream, std::uint32_t ticket) = 0;
+    // Lets every stream held at a ticket up to `ticket` go on.
+    virtual void open(std::uint32_t ticket) = 0;
+  };
+  // Both throw HM_ERR_UNSUPPORTED where there are no streams (the default).
+  virtual std::unique_ptr<StreamPoint> mark(void* stream);
+  virtual std::unique_ptr<StreamGate> make_gate();
 };
 
 }  // namespace holmes

@@ -59,6 +59,7 @@ class BlockLayout {
     count_chunks();
   }
 
+  int blocks() const { return static_cast<int>(blocks_.size()); }
   std::size_t block_start(int k) const { return blocks_[static_cast<std::size_t>(k)].offset; }
   std::size_t block_size(int k) const { return blocks_[static_cast<std::size_t>(k)].count; }
   // Chunks per block (the same for every block; trailing chunks of a short block are empty).

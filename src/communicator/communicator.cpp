@@ -72,8 +72,12 @@ std::chrono::milliseconds Communicator::timeout() const { return impl().timeout(
 
 PeerTransport Communicator::peer_transport(int peer) const {
   const auto route = impl().peer_route(peer);
-  if (peer == rank()) return {"self", route.reason, "this rank"};
-  return {transport_name(route.kind), route.reason, impl().peer_link(peer)};
+  auto engine = impl().peer_engine(peer);
+  if (peer == rank()) {
+    return {"self", route.reason, "this rank", std::move(engine.engine), std::move(engine.reason)};
+  }
+  return {transport_name(route.kind), route.reason, impl().peer_link(peer),
+          std::move(engine.engine), std::move(engine.reason)};
 }
 
 namespace {
@@ -135,6 +139,10 @@ Communicator Communicator::shrink(std::span<const int> exclude, int flags) const
 hm_status_t Communicator::async_error() const noexcept {
   return impl_ ? impl_->async_error() : HM_ERR_INVALID_ARGUMENT;
 }
+
+void Communicator::set_cuda_stream(void* stream) { impl().set_cuda_stream(stream); }
+
+void Communicator::clear_cuda_stream() { impl().clear_cuda_stream(); }
 
 namespace {
 

@@ -3,6 +3,7 @@
 // how calls run: dispatch.cpp, point_to_point.cpp.
 #include "communicator/communicator_impl.hpp"
 
+#include "bootstrap/rendezvous.hpp"
 #include "collectives/algorithms.hpp"
 #include "collectives/link_probe.hpp"
 #include "core/dtype.hpp"
@@ -43,6 +44,23 @@ CommunicatorImpl::CommunicatorImpl(Params params)
                              Locality{"host", "island", "ethernet"});
   }
   adopt_measurements();
+  engines_ = std::make_unique<CommunicatorEngines>(
+      settings_.text(Setting::kGroupEngine), facts_.localities,
+      [store = store_, prefix = context_, timeout = timeout_](const std::string& key,
+                                                              const std::string& mine) {
+        if (store == nullptr) {
+          fail(HM_ERR_UNSUPPORTED,
+               "a group engine needs the job's store, and this communicator "
+               "has none");
+        }
+        const std::string full = prefix + "/engine/" + key;
+        if (!mine.empty()) {
+          store->set(full, mine);
+          return mine;
+        }
+        return store->get(full, Deadline::after(timeout));
+      },
+      timeout_);
   // Unset in close(), before any member the observer touches is gone.
   transport_->set_failure_observer(
       [this](int peer, hm_status_t status, const std::string& message) {
@@ -168,6 +186,11 @@ Route CommunicatorImpl::peer_route(int peer) const {
 std::string CommunicatorImpl::peer_link(int peer) const {
   require(peer >= 0 && peer < size_, "peer {} is outside [0, {})", peer, size_);
   return transport_->link(peer).description;
+}
+
+PeerEngine CommunicatorImpl::peer_engine(int peer) const {
+  require(peer >= 0 && peer < size_, "peer {} is outside [0, {})", peer, size_);
+  return engines_->for_peer(rank_, peer);
 }
 
 void CommunicatorImpl::check_usable() const {

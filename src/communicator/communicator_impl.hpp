@@ -29,6 +29,7 @@
 #include "collectives/staging.hpp"
 #include "collectives/tuning.hpp"
 #include "communicator/config.hpp"
+#include "communicator/group_engines.hpp"
 #include "communicator/op_queue.hpp"
 #include "communicator/wiring.hpp"
 #include "core/completion.hpp"
@@ -127,6 +128,8 @@ class CommunicatorImpl : public std::enable_shared_from_this<CommunicatorImpl> {
   // The transport to `peer` and why it was chosen; its link, e.g. "tcp 10.0.0.2:4000 x2".
   Route peer_route(int peer) const;
   std::string peer_link(int peer) const;
+  // What carries device buffers between this rank and `peer` (hm_comm_peer_engine).
+  PeerEngine peer_engine(int peer) const;
 
   int rank() const { return rank_; }
   int size() const { return size_; }
@@ -162,6 +165,13 @@ class CommunicatorImpl : public std::enable_shared_from_this<CommunicatorImpl> {
   // Closes every connection and stops the worker; in-flight operations end HM_ERR_ABORTED.
   void close() noexcept;
   hm_status_t async_error() const;
+
+  // hm_comm_set_cuda_stream: from now on a blocking-form collective on device buffers is
+  // ordered on `stream` (a cudaStream_t) and returns once enqueued (stream_order.cpp).
+  // HM_ERR_UNSUPPORTED where this process has no usable device.
+  void set_cuda_stream(void* stream);
+  // hm_comm_clear_cuda_stream: such calls block again (the calls already enqueued still run).
+  void clear_cuda_stream() noexcept;
 
   // Forces an algorithm for one collective (kAuto: back to the cost model); throws
   // HM_ERR_INVALID_ARGUMENT when the collective does not have it.
@@ -205,6 +215,12 @@ class CommunicatorImpl : public std::enable_shared_from_this<CommunicatorImpl> {
   // Every rank's string, through this communicator (two collectives).
   std::vector<std::string> allgather_strings(const std::string& mine);
   void execute(const CollectiveCall& call, std::uint64_t sequence, DeviceMemory* device);
+  // A call ordered on the caller's stream: marks the stream, holds it at the gate, and queues the
+  // call for the proxy (the op queue's worker), which runs it once the mark is reached and then
+  // opens the gate, also when the call failed (the failure is the communicator's async error).
+  void enqueue_on_stream(const CollectiveCall& call, std::uint64_t sequence, DeviceMemory& device);
+  // Sleeps until `point` is reached; throws when the communicator fails or the timeout passes.
+  void wait_for_stream(DeviceMemory::StreamPoint& point, const char* what) const;
   // The hierarchy from the wiring's facts and the cost numbers (measured_ where it has them).
   Hierarchy make_hierarchy() const;
   // The init probe (HOLMES_COST_PROBE=1, link_probe.hpp): measures the tiers, then rebuilds the
@@ -266,6 +282,13 @@ class CommunicatorImpl : public std::enable_shared_from_this<CommunicatorImpl> {
   std::atomic<std::uint64_t> progress_{0};
   ScratchSpace scratch_;                  // reused by every collective (they run one at a time)
   std::unique_ptr<StagingPool> staging_;  // pinned slots for device buffers, made on first use
+  std::unique_ptr<CommunicatorEngines> engines_;  // the engine of each group (group_engines.hpp)
+  // Stream ordering (hm_comm_set_cuda_stream): the caller's stream while one is set, and the
+  // gate the streams wait on, whose tickets count the calls enqueued on streams. Declared before
+  // queue_ so that the gate outlives the proxy's last call.
+  std::optional<void*> cuda_stream_;
+  std::unique_ptr<DeviceMemory::StreamGate> stream_gate_;
+  std::uint32_t stream_tickets_ = 0;
   OpQueue queue_;
 };
 

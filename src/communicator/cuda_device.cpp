@@ -5,12 +5,32 @@
 #include <mutex>
 
 #include "core/cuda/memory.hpp"
+#include "core/cuda/stream_order.hpp"
 #endif
 
 namespace holmes::detail {
 
 #ifdef HOLMES_HAVE_CUDA
 namespace {
+
+// The caller's stream, as DeviceMemory's stream ordering sees it (core/cuda/stream_order.hpp).
+class CudaPoint final : public DeviceMemory::StreamPoint {
+ public:
+  explicit CudaPoint(void* stream) : point_(stream) {}
+  bool reached() override { return point_.reached(); }
+
+ private:
+  CudaStreamPoint point_;
+};
+
+class CudaGate final : public DeviceMemory::StreamGate {
+ public:
+  void hold(void* stream, std::uint32_t ticket) override { gate_.hold(stream, ticket); }
+  void open(std::uint32_t ticket) override { gate_.open(ticket); }
+
+ private:
+  CudaStreamGate gate_;
+};
 
 // One GPU: every allocation is made on it, whatever device the calling thread has current (a
 // communicator's worker thread starts on device 0).
@@ -42,6 +62,10 @@ class CudaDevice final : public DeviceMemory {
     auto buffer = std::make_shared<PinnedBuffer>(bytes, device_);
     return std::shared_ptr<std::byte>(buffer, buffer->data());
   }
+  std::unique_ptr<StreamPoint> mark(void* stream) override {
+    return std::make_unique<CudaPoint>(stream);
+  }
+  std::unique_ptr<StreamGate> make_gate() override { return std::make_unique<CudaGate>(); }
 
  private:
   int device_;
@@ -83,6 +107,10 @@ class CudaDevices final : public DeviceMemory {
     auto buffer = std::make_shared<PinnedBuffer>(bytes);
     return std::shared_ptr<std::byte>(buffer, buffer->data());
   }
+  std::unique_ptr<StreamPoint> mark(void* stream) override {
+    return std::make_unique<CudaPoint>(stream);
+  }
+  std::unique_ptr<StreamGate> make_gate() override { return std::make_unique<CudaGate>(); }
 
  private:
   std::mutex mutex_;

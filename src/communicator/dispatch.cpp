@@ -104,7 +104,8 @@ void CommunicatorImpl::execute(const CollectiveCall& call, std::uint64_t sequenc
       *transport_, rank_, size_, sequence, signature, timeout_, chunk_bytes_,
       OperationName{collective_name(call.kind), sequence, algorithm_name(algorithm), rank_},
       CollectiveResources{&scratch_, &progress_, device,
-                          device != nullptr ? &staging(*device) : nullptr, scope.transport()});
+                          device != nullptr ? &staging(*device) : nullptr, scope.transport(),
+                          engines_.get()});
   const AlgorithmEntry* entry = find_algorithm(call.kind, algorithm);
   if (entry == nullptr) {
     fail(HM_ERR_INTERNAL, "{} has no algorithm '{}'", collective_name(call.kind),
@@ -130,6 +131,10 @@ std::shared_ptr<RequestImpl> CommunicatorImpl::collective(const CollectiveCall& 
   DeviceMemory* device = device_of(call);
   check_usable();
   const std::uint64_t sequence = next_sequence_++;
+  if (blocking && device != nullptr && cuda_stream_.has_value()) {
+    enqueue_on_stream(call, sequence, *device);
+    return nullptr;
+  }
   if (blocking && queue_.idle()) {
     execute(call, sequence, device);
     return nullptr;

@@ -21,6 +21,7 @@ constexpr V kShapingModes[] = {"1", "0", "one-network"};
 constexpr V kUcxTlsAliases[] = {"UCX_TLS"};
 constexpr V kUcxNetDevicesAliases[] = {"UCX_NET_DEVICES"};
 constexpr V kReduceIsas[] = {"auto", "portable", "avx2"};
+constexpr V kGroupEngines[] = {"auto", "ring", "blockwise", "nccl"};
 constexpr V kLogLevels[] = {"trace", "debug", "info", "warn", "error", "critical", "off"};
 
 constexpr std::int64_t kKiB = 1024;
@@ -175,6 +176,13 @@ constexpr SettingSpec kTable[] = {
           "force algorithms: one name for every collective that has it (`ring`, `rd`, `rhd`, "
           "`tree`, `chain`, `pairwise`, `hier`, `dissemination`, `shm`) or a list "
           "`allreduce=hier,broadcast=tree`; `auto`: the cost model picks"),
+    choice(S::kGroupEngine, "HOLMES_GROUP_ENGINE", Scope::kAgreed, "collectives", "auto",
+           kGroupEngines,
+           "what carries a hierarchical collective inside each host and island: `auto` (NCCL for "
+           "device buffers where Holmes has NCCL and a GPU, else `ring`), `ring` (Holmes's own), "
+           "`blockwise` (each block reduced to its owner and broadcast from it, NCCL's "
+           "decomposition over Holmes's transports), `nccl` (device buffers; HM_ERR_UNSUPPORTED "
+           "without NCCL); host buffers run on Holmes's own engines"),
     typed(S::kCostShm, "HOLMES_COST_SHM", T::kLink, Scope::kAgreed, "cost model", "10,4",
           "the same-host tier over shared memory, as `latency_us,GB/s`; set, it wins over the "
           "probe and the topology file"),

@@ -61,6 +61,7 @@ enum class Setting : std::uint8_t {
   // Collectives: chunking, algorithms and the cost model that picks them.
   kChunkBytes,
   kAlgo,
+  kGroupEngine,
   kCostShm,
   kCostHostTcp,
   kCostIslandRdma,

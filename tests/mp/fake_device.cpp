@@ -4,12 +4,108 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 
 #include "core/reduce.hpp"
 #include "core/status.hpp"
 
 namespace holmes::test {
+namespace {
+
+// How long a fake stream's wait at a gate may last before the task gives up (a test that never
+// opens its gate then fails on wrong results instead of hanging).
+constexpr auto kGateTimeout = std::chrono::seconds(120);
+
+class FakePoint final : public DeviceMemory::StreamPoint {
+ public:
+  explicit FakePoint(FakeStream& stream) : reached_(std::make_shared<std::atomic<bool>>(false)) {
+    stream.enqueue([flag = reached_] { flag->store(true, std::memory_order_release); });
+  }
+  bool reached() override { return reached_->load(std::memory_order_acquire); }
+
+ private:
+  std::shared_ptr<std::atomic<bool>> reached_;
+};
+
+class FakeGate final : public DeviceMemory::StreamGate {
+ public:
+  void hold(void* stream, std::uint32_t ticket) override {
+    static_cast<FakeStream*>(stream)->enqueue([state = state_, ticket] {
+      std::unique_lock lock(state->mutex);
+      state->opened.wait_for(lock, kGateTimeout, [&] {
+        return static_cast<std::int32_t>(state->ticket - ticket) >= 0;  // cyclic, as CUDA's GEQ
+      });
+    });
+  }
+  void open(std::uint32_t ticket) override {
+    {
+      std::lock_guard lock(state_->mutex);
+      state_->ticket = ticket;
+    }
+    state_->opened.notify_all();
+  }
+
+ private:
+  // Shared with the waits enqueued on streams, which may outlive the gate.
+  struct State {
+    std::mutex mutex;
+    std::condition_variable opened;
+    std::uint32_t ticket = 0;
+  };
+  std::shared_ptr<State> state_ = std::make_shared<State>();
+};
+
+}  // namespace
+
+FakeStream::FakeStream() : thread_([this] { run(); }) {}
+
+FakeStream::~FakeStream() {
+  {
+    std::lock_guard lock(mutex_);
+    stopping_ = true;
+  }
+  changed_.notify_all();
+  thread_.join();
+}
+
+void FakeStream::enqueue(std::function<void()> task) {
+  {
+    std::lock_guard lock(mutex_);
+    tasks_.push_back(std::move(task));
+    ++enqueued_;
+  }
+  changed_.notify_all();
+}
+
+bool FakeStream::synchronize(std::chrono::milliseconds timeout) {
+  std::unique_lock lock(mutex_);
+  const std::uint64_t target = enqueued_;
+  return changed_.wait_for(lock, timeout, [&] { return finished_ >= target; });
+}
+
+void FakeStream::run() {
+  std::unique_lock lock(mutex_);
+  for (;;) {
+    changed_.wait(lock, [this] { return stopping_ || !tasks_.empty(); });
+    if (tasks_.empty()) return;  // stopping, nothing left
+    auto task = std::move(tasks_.front());
+    tasks_.pop_front();
+    lock.unlock();
+    task();
+    lock.lock();
+    ++finished_;
+    changed_.notify_all();
+  }
+}
+
+std::unique_ptr<DeviceMemory::StreamPoint> FakeDeviceMemory::mark(void* stream) {
+  return std::make_unique<FakePoint>(*static_cast<FakeStream*>(stream));
+}
+
+std::unique_ptr<DeviceMemory::StreamGate> FakeDeviceMemory::make_gate() {
+  return std::make_unique<FakeGate>();
+}
 
 const FakeDeviceMemory::Region* FakeDeviceMemory::find(const void* p) const {
   const auto* b = static_cast<const std::byte*>(p);

@@ -5,14 +5,46 @@
 // runs exactly as with CUDA.
 #pragma once
 
+#include <chrono>
+#include <condition_variable>
 #include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <functional>
 #include <memory>
 #include <mutex>
+#include <thread>
 #include <vector>
 
 #include "collectives/device_memory.hpp"
 
 namespace holmes::test {
+
+// A CUDA stream for the fake device: a thread that runs the tasks enqueued on it one after another,
+// as a GPU runs a stream's kernels and copies. The fake's stream ordering (mark, make_gate) takes
+// a FakeStream* where CUDA takes a cudaStream_t.
+class FakeStream {
+ public:
+  FakeStream();
+  ~FakeStream();  // runs what is enqueued, then joins
+  FakeStream(const FakeStream&) = delete;
+  FakeStream& operator=(const FakeStream&) = delete;
+
+  void enqueue(std::function<void()> task);
+  // Waits until everything enqueued so far has run; false when `timeout` passed first.
+  bool synchronize(std::chrono::milliseconds timeout);
+
+ private:
+  void run();
+
+  std::mutex mutex_;
+  std::condition_variable changed_;
+  std::deque<std::function<void()>> tasks_;
+  std::uint64_t enqueued_ = 0;
+  std::uint64_t finished_ = 0;
+  bool stopping_ = false;
+  std::thread thread_;
+};
 
 class FakeDeviceMemory final : public DeviceMemory {
  public:
@@ -25,6 +57,9 @@ class FakeDeviceMemory final : public DeviceMemory {
   void finalize_average(hm_dtype_t dtype, void* data, std::size_t count, int nranks) override;
   std::shared_ptr<std::byte> allocate(std::size_t bytes) override;
   std::shared_ptr<std::byte> allocate_host(std::size_t bytes) override;
+  // `stream` is a FakeStream*.
+  std::unique_ptr<StreamPoint> mark(void* stream) override;
+  std::unique_ptr<StreamGate> make_gate() override;
 
   // Operations counted, so tests can check that the device path was really taken.
   std::size_t copies_in() const;

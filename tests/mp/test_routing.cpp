@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "check_data.hpp"
+#include "collectives/engine/nccl_engine.hpp"
 #include "core/dtype.hpp"
 #include "core/log.hpp"
 #include "transports/kinds.hpp"
@@ -78,6 +79,45 @@ TEST(RoutingTest, EveryPeerGetsTheTransportTheRulesGive) {
       EXPECT_NE(link.reason.find("other island"), std::string::npos) << link.reason;
     }
   }
+}
+
+// What carries device buffers to each peer: the engine of the group the two share
+// (HOLMES_GROUP_ENGINE as the environment sets it; auto: NCCL where it runs, else Holmes's staged
+// ring), the lanes across islands. The C API reports the same.
+TEST(RoutingTest, EveryPeerReportsItsDeviceEngine) {
+  auto& comm = world();
+  const int r = comm.rank();
+  const char* forced = std::getenv("HOLMES_GROUP_ENGINE");
+  const std::string setting = forced != nullptr && *forced != 0 ? forced : "auto";
+  const std::string in_group = setting == "blockwise" ? "blockwise"
+                               : setting == "ring"    ? "ring"
+                               : nccl_usable()        ? "nccl"
+                                                      : "ring";
+  hm_comm_t c = nullptr;
+  ASSERT_EQ(hm_init_from_env(&c), HM_SUCCESS) << hm_last_error_message();
+  for (int peer = 0; peer < comm.size(); ++peer) {
+    const auto link = comm.peer_transport(peer);
+    const std::string expected = peer == r                         ? "self"
+                                 : island_of(peer) != island_of(r) ? "lanes"
+                                                                   : in_group;
+    EXPECT_EQ(link.engine, expected) << "peer " << peer << ": " << link.engine_reason;
+    EXPECT_FALSE(link.engine_reason.empty());
+    if (peer != r && island_of(peer) == island_of(r) && setting == "auto") {
+      const char* level = host_of(peer) == host_of(r) ? "inside a host" : "inside an island";
+      EXPECT_NE(link.engine_reason.find(level), std::string::npos) << link.engine_reason;
+    }
+    const char* engine = nullptr;
+    const char* reason = nullptr;
+    ASSERT_EQ(hm_comm_peer_engine(c, peer, &engine, &reason), HM_SUCCESS);
+    EXPECT_EQ(std::string(engine), expected);
+    EXPECT_EQ(std::string(reason), link.engine_reason);
+  }
+  const char* e = nullptr;
+  const char* why = nullptr;
+  EXPECT_EQ(hm_comm_peer_engine(c, -1, &e, &why), HM_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(hm_comm_peer_engine(c, 0, &e, nullptr), HM_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(hm_comm_peer_engine(nullptr, 0, &e, &why), HM_ERR_INVALID_ARGUMENT);
+  hm_comm_destroy(c);
 }
 
 TEST(RoutingTest, CApiReportsTheSame) {

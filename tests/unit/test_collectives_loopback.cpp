@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "collectives/context.hpp"
+#include "collectives/engine/group_engine.hpp"
 #include "collectives/registry.hpp"
 #include "collectives/tuning.hpp"
 #include "core/dtype.hpp"
@@ -243,9 +244,11 @@ std::size_t recv_elements(CollectiveKind kind, std::size_t count, int n) {
   }
 }
 
-// One call of `entry` on `n` ranks; checks every rank's result. `what` names the run.
+// One call of `entry` on `n` ranks; checks every rank's result. `what` names the run. `engines`
+// picks the engine of the hierarchical collectives' groups (nullptr: Holmes's ring).
 void run_and_check(const AlgorithmEntry& entry, int n, Layout layout, std::size_t count, Case c,
-                   int root, bool in_place, bool combining, const std::string& what) {
+                   int root, bool in_place, bool combining, const std::string& what,
+                   GroupEngines* engines = nullptr) {
   const std::size_t es = dtype_size(c.dtype);
   const Hierarchy h = hierarchy_for(layout, n);
   CostModel model;
@@ -312,9 +315,12 @@ void run_and_check(const AlgorithmEntry& entry, int n, Layout layout, std::size_
       if (entry.kind == CollectiveKind::kReduce && r != root) call.recv = nullptr;
       if (entry.kind == CollectiveKind::kBroadcast) call.send = nullptr;
       try {
+        CollectiveResources resources;
+        resources.engines = engines;
         CollectiveContext ctx(
             *routers[static_cast<std::size_t>(r)], r, n, 0, signature, kTimeout, kChunkBytes,
-            OperationName{collective_name(entry.kind), 0, algorithm_name(entry.algorithm), r});
+            OperationName{collective_name(entry.kind), 0, algorithm_name(entry.algorithm), r},
+            resources);
         entry.run(ctx, h, model, call);
         if (in_place && entry.kind == CollectiveKind::kReduceScatter && count > 0) {
           std::memcpy(out.data(), call.recv, count * es);
@@ -451,6 +457,66 @@ std::string param_name(const ::testing::TestParamInfo<Param>& info) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Table, LoopbackCollectives, ::testing::ValuesIn(all_params()), param_name);
+
+// The hierarchical collectives composed with the blockwise group engine: each group's blocks
+// reduced to their owners and broadcast from them, the decomposition the NCCL engine runs on
+// NCCL's reduces and broadcasts, here on Holmes's chains, with the lanes across islands as ever.
+// Every layout, count (a segmented call included), dtype and op, as the table above.
+class BlockwiseEverywhere final : public GroupEngines {
+ public:
+  GroupEngine& for_group(const CollectiveContext& group, GroupLevel level) override {
+    (void)group;
+    (void)level;
+    return blockwise_engine();
+  }
+};
+
+class BlockwiseGroupEngine : public ::testing::TestWithParam<Param> {};
+
+TEST_P(BlockwiseGroupEngine, EveryRankHoldsTheReferenceResult) {
+  const auto& entry = algorithm_entries()[GetParam().entry];
+  const int n = GetParam().ranks;
+  BlockwiseEverywhere engines;
+  std::vector<std::size_t> counts = {0, 1, 7, 1000, 5000};
+  const std::size_t bytes = (std::size_t{9} << 20) / 2;
+  counts.push_back(entry.kind == CollectiveKind::kAllreduce
+                       ? bytes / 4
+                       : bytes / 4 / static_cast<std::size_t>(n));
+  for (Layout layout :
+       {Layout::kOneHost, Layout::kInterleavedIslands, Layout::kGroupedIslandsOfHosts}) {
+    for (std::size_t k = 0; k < counts.size(); ++k) {
+      const std::size_t count = counts[k];
+      for (const Case& c : reduces(entry.kind) ? reduction_cases() : movement_cases()) {
+        if (count > 100000 && c.dtype != HM_FLOAT32) continue;
+        const bool in_place = k % 2 == 1;
+        const std::string what =
+            fmt::format("{} hier, blockwise engine, on {} ranks ({}), count {}, {} {}{}",
+                        collective_name(entry.kind), n, layout_name(layout), count,
+                        dtype_name(c.dtype), static_cast<int>(c.op), in_place ? ", in place" : "");
+        run_and_check(entry, n, layout, count, c, 0, in_place, true, what, &engines);
+        if (HasFailure()) return;
+      }
+    }
+  }
+}
+
+std::vector<Param> engine_params() {
+  std::vector<Param> out;
+  const auto entries = algorithm_entries();
+  for (std::size_t e = 0; e < entries.size(); ++e) {
+    const auto& entry = entries[e];
+    if (entry.algorithm != Algorithm::kHierarchical) continue;
+    if (entry.kind != CollectiveKind::kAllreduce && entry.kind != CollectiveKind::kReduceScatter &&
+        entry.kind != CollectiveKind::kAllgather) {
+      continue;
+    }
+    for (int ranks : {2, 3, 4, 5, 8}) out.push_back({e, ranks});
+  }
+  return out;
+}
+
+INSTANTIATE_TEST_SUITE_P(Hierarchical, BlockwiseGroupEngine, ::testing::ValuesIn(engine_params()),
+                         param_name);
 
 // The loopback transport itself checks what a wire would: a receive whose sender's signature
 // differs ends with HM_ERR_MISMATCH, as the matcher of the real transports does.

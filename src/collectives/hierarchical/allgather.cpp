@@ -4,6 +4,7 @@
 // the slow tier carries every block once per other island, split over L lanes on their own
 // uplinks, where a flat ring sends n-1 blocks through one uplink.
 #include "collectives/algorithms.hpp"
+#include "collectives/engine/group_engine.hpp"
 #include "collectives/hierarchical/island_blocks.hpp"
 #include "collectives/hierarchical/segments.hpp"
 #include "collectives/pipeline.hpp"
@@ -27,7 +28,9 @@ void allgather_segment(const SegmentViews& view, const IslandBlocks& blocks, con
   }
   const BlockLayout own_layout(std::move(own), chunk);
   auto inside = view(island, kIslandPhase);
-  turn.run(kIslandPhase, [&] { ring_allgather_blocks(inside, packed, own_layout, dtype); });
+  turn.run(kIslandPhase, [&] {
+    inside.group_engine(GroupLevel::kIsland).allgather_blocks(inside, packed, own_layout, dtype);
+  });
   if (blocks.islands() == 1) return;
   // 2. Across islands, lane by lane: member p of each island brings its island's part p.
   if (me.position < blocks.lanes()) {
@@ -42,7 +45,9 @@ void allgather_segment(const SegmentViews& view, const IslandBlocks& blocks, con
     const BlockLayout layout =
         blocks.by_lane(me.island, chunk, [&](int q) { return blocks.part(other, q); });
     auto parts = view(island, phase);
-    turn.run(phase, [&] { ring_allgather_blocks(parts, packed, layout, dtype); });
+    turn.run(phase, [&] {
+      parts.group_engine(GroupLevel::kIsland).allgather_blocks(parts, packed, layout, dtype);
+    });
   }
 }
 

@@ -10,6 +10,7 @@
 #include <optional>
 
 #include "collectives/algorithms.hpp"
+#include "collectives/engine/group_engine.hpp"
 #include "collectives/hierarchical/segments.hpp"
 #include "collectives/pipeline.hpp"
 #include "core/dtype.hpp"
@@ -120,8 +121,10 @@ void descend(const CollectiveContext& top, const Hierarchy& h, const CostModel& 
   // Sums only on the way down: the average divides once, at the bottom.
   const auto scatter_phase = 2 * static_cast<std::uint64_t>(level);
   auto scatter = view(*mine, scatter_phase);
+  const GroupLevel group_level = level == 0 ? GroupLevel::kHost : GroupLevel::kIsland;
   turn.run(scatter_phase, [&] {
-    ring_reduce_scatter_blocks(scatter, in, out + own_start * es, layout, dtype, op, 0, nullptr);
+    scatter.group_engine(group_level)
+        .reduce_scatter_blocks(scatter, in, out + own_start * es, layout, dtype, op, 0);
   });
   if (position < lanes) {
     std::vector<int> lane;
@@ -131,7 +134,8 @@ void descend(const CollectiveContext& top, const Hierarchy& h, const CostModel& 
             scratch, turn);
   }
   auto gather = view(*mine, scatter_phase + 1);
-  turn.run(scatter_phase + 1, [&] { ring_allgather_blocks(gather, out, layout, dtype); });
+  turn.run(scatter_phase + 1,
+           [&] { gather.group_engine(group_level).allgather_blocks(gather, out, layout, dtype); });
 }
 
 }  // namespace

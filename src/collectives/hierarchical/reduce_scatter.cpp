@@ -3,6 +3,7 @@
 // reduce-scatter their parts, and each lane hands the members of its group their blocks. Each
 // element is reduced in a fixed order (island ring order, then lane order).
 #include "collectives/algorithms.hpp"
+#include "collectives/engine/group_engine.hpp"
 #include "collectives/hierarchical/island_blocks.hpp"
 #include "collectives/hierarchical/segments.hpp"
 #include "collectives/pipeline.hpp"
@@ -34,8 +35,8 @@ void reduce_scatter_segment(const SegmentViews& view, const IslandBlocks& blocks
         sums + (me.position < blocks.lanes() ? blocks.part(target, me.position).offset * es : 0);
     auto inside = view(island, phase);
     turn.run(phase, [&] {
-      ring_reduce_scatter_blocks(inside, in, own, layout, dtype, op, across_islands ? 0 : ranks,
-                                 nullptr);
+      inside.group_engine(GroupLevel::kIsland)
+          .reduce_scatter_blocks(inside, in, own, layout, dtype, op, across_islands ? 0 : ranks);
     });
   }
   // 2. Across islands, lane by lane: member p of each island ends with its own island's part p

@@ -20,11 +20,14 @@ using PointerGetAttributesFn = CUresult (*)(unsigned int, CUpointer_attribute*, 
                                             CUdeviceptr);
 using DeviceGetFn = CUresult (*)(CUdevice*, int);
 using PrimaryCtxGetStateFn = CUresult (*)(CUdevice, unsigned int*, int*);
+using StreamWaitValue32Fn = CUresult (*)(CUstream, CUdeviceptr, cuuint32_t, unsigned int);
 
 struct Driver {
   PointerGetAttributesFn pointer_get_attributes = nullptr;
   DeviceGetFn device_get = nullptr;
   PrimaryCtxGetStateFn primary_ctx_get_state = nullptr;
+  // Optional: stream memory operations (stream_wait_geq); nullptr where the driver lacks them.
+  StreamWaitValue32Fn stream_wait_value32 = nullptr;
 };
 
 struct ProbeAndDriver {
@@ -90,6 +93,8 @@ ProbeAndDriver run_probe() {
                             &probe.why_not)) {
     return result;
   }
+  std::string no_memops;  // optional: stream_wait_geq says when it is missing
+  find_driver_function("cuStreamWaitValue32", 12000, &driver.stream_wait_value32, &no_memops);
   probe.available = true;
   probe.device_count = count;
   return result;
@@ -238,6 +243,18 @@ ThreadStream& thread_stream(int device) {
   // Per thread so that concurrent callers never wait on each other's work; see ThreadStreams.
   thread_local ThreadStreams streams;
   return streams.get(device);
+}
+
+bool stream_wait_geq(cudaStream_t stream, const void* word, std::uint32_t value) {
+  const Driver& d = driver();
+  if (d.stream_wait_value32 == nullptr) return false;
+  const auto address = static_cast<CUdeviceptr>(reinterpret_cast<std::uintptr_t>(word));
+  const CUresult result = d.stream_wait_value32(reinterpret_cast<CUstream>(stream), address, value,
+                                                CU_STREAM_WAIT_VALUE_GEQ);
+  if (result == CUDA_SUCCESS) return true;
+  if (result == CUDA_ERROR_NOT_SUPPORTED) return false;
+  fail(HM_ERR_TRANSPORT, "enqueueing a stream wait: CUDA driver error {}",
+       static_cast<int>(result));
 }
 
 void synchronize(ThreadStream& stream, std::string_view what) {

@@ -83,6 +83,11 @@ struct ThreadStream {
 // The calling thread's stream on `device`, which must be current (see DeviceGuard).
 ThreadStream& thread_stream(int device);
 
+// Enqueues on `stream` a wait until the 32-bit word at `word` (memory the device can read) is at
+// least `value`, compared cyclically (cuStreamWaitValue32, CU_STREAM_WAIT_VALUE_GEQ). The GPU
+// waits, not a CPU core. False where the driver has no stream memory operations.
+bool stream_wait_geq(cudaStream_t stream, const void* word, std::uint32_t value);
+
 // Waits for everything enqueued on the stream so far. The wait sleeps on a blocking-sync event
 // and has no timeout: the work is a copy or a kernel of bounded size that ends or fails (a
 // faulting or hung device surfaces as an error from the driver); giving up earlier would leave

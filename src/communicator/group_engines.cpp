@@ -1,0 +1,135 @@
+#include "communicator/group_engines.hpp"
+
+#include <fmt/format.h>
+
+#include "collectives/context.hpp"
+#include "collectives/engine/nccl_engine.hpp"
+#include "core/status.hpp"
+
+namespace holmes::detail {
+namespace {
+
+// NCCL's network for a group: its own choice inside a host, IB verbs on an RDMA island (IB and
+// RoCE alike), sockets on an Ethernet one.
+std::string nccl_net_for(GroupLevel level, const std::string& fabric) {
+  if (level == GroupLevel::kHost) return "";
+  return fabric == "ib" || fabric == "roce" ? "IB" : "Socket";
+}
+
+const char* level_name(GroupLevel level) { return level == GroupLevel::kHost ? "host" : "island"; }
+
+}  // namespace
+
+const char* engine_kind_name(EngineKind kind) {
+  switch (kind) {
+    case EngineKind::kRing:
+      return "ring";
+    case EngineKind::kBlockwise:
+      return "blockwise";
+    case EngineKind::kNccl:
+      return "nccl";
+  }
+  return "?";
+}
+
+EngineChoice choose_group_engine(const EngineFacts& f) {
+  const std::string where =
+      f.level == GroupLevel::kHost
+          ? std::string("inside a host")
+          : fmt::format("inside an island ({})", f.fabric.empty() ? "fabric unknown" : f.fabric);
+  if (f.setting == "ring") return {EngineKind::kRing, "HOLMES_GROUP_ENGINE=ring"};
+  if (f.setting == "blockwise") return {EngineKind::kBlockwise, "HOLMES_GROUP_ENGINE=blockwise"};
+  if (!f.device_buffers) {
+    return {EngineKind::kRing, fmt::format("host buffers {}: Holmes's ring", where)};
+  }
+  if (f.setting == "nccl") {
+    if (!f.nccl_usable) {
+      fail(HM_ERR_UNSUPPORTED, "HOLMES_GROUP_ENGINE=nccl, but NCCL cannot run here: {}",
+           f.nccl_why_not);
+    }
+    return {EngineKind::kNccl, fmt::format("HOLMES_GROUP_ENGINE=nccl, device buffers {}", where)};
+  }
+  if (f.nccl_usable) {
+    return {EngineKind::kNccl,
+            fmt::format("device buffers {}: NCCL, the fastest engine on one fabric", where)};
+  }
+  return {EngineKind::kRing,
+          fmt::format("device buffers {}: Holmes's ring, staged through pinned memory (no NCCL: "
+                      "{})",
+                      where, f.nccl_why_not)};
+}
+
+CommunicatorEngines::CommunicatorEngines(std::string setting, std::vector<Locality> localities,
+                                         ShareValue share, std::chrono::milliseconds timeout)
+    : setting_(std::move(setting)),
+      localities_(std::move(localities)),
+      share_(std::move(share)),
+      timeout_(timeout) {
+  nccl_usable_ = nccl_usable(&nccl_why_not_);
+}
+
+CommunicatorEngines::~CommunicatorEngines() = default;
+
+EngineFacts CommunicatorEngines::facts(bool device_buffers, GroupLevel level,
+                                       int some_member) const {
+  EngineFacts f;
+  f.setting = setting_;
+  f.device_buffers = device_buffers;
+  f.level = level;
+  if (some_member >= 0 && static_cast<std::size_t>(some_member) < localities_.size()) {
+    f.fabric = localities_[static_cast<std::size_t>(some_member)].fabric;
+  }
+  f.nccl_usable = nccl_usable_;
+  f.nccl_why_not = nccl_why_not_;
+  return f;
+}
+
+GroupEngine& CommunicatorEngines::for_group(const CollectiveContext& group, GroupLevel level) {
+  const EngineChoice choice = choose_group_engine(facts(group.on_device(), level, group.member(0)));
+  switch (choice.kind) {
+    case EngineKind::kRing:
+      return ring_engine();
+    case EngineKind::kBlockwise:
+      return blockwise_engine();
+    case EngineKind::kNccl:
+      break;
+  }
+  std::vector<int> members;
+  for (int p = 0; p < group.size(); ++p) members.push_back(group.member(p));
+  std::lock_guard lock(mutex_);
+  auto& slot = nccl_[{static_cast<int>(level), members}];
+  if (!slot) {
+    NcclGroupSetup setup;
+    setup.position = group.rank();
+    setup.net_name = nccl_net_for(level, facts(true, level, members.front()).fabric);
+    setup.timeout = timeout_;
+    std::string key = fmt::format("nccl/{}", level_name(level));
+    for (int m : members) key += fmt::format("/{}", m);
+    setup.share_id = [share = share_, key, first = group.rank() == 0](const std::string& mine) {
+      return share(key, first ? mine : std::string());
+    };
+    setup.members = std::move(members);
+    slot = make_nccl_engine(std::move(setup));
+  }
+  return *slot;
+}
+
+PeerEngine CommunicatorEngines::for_peer(int rank, int peer) const {
+  if (rank == peer) return {"self", "this rank"};
+  const auto& a = localities_[static_cast<std::size_t>(rank)];
+  const auto& b = localities_[static_cast<std::size_t>(peer)];
+  if (a.island != b.island) {
+    return {"lanes",
+            "across islands: Holmes's lanes over the slow tier, device buffers staged through "
+            "pinned memory"};
+  }
+  const GroupLevel level = a.host == b.host ? GroupLevel::kHost : GroupLevel::kIsland;
+  try {
+    const EngineChoice choice = choose_group_engine(facts(true, level, rank));
+    return {engine_kind_name(choice.kind), choice.reason};
+  } catch (const Error& e) {
+    return {"none", e.what()};
+  }
+}
+
+}  // namespace holmes::detail

@@ -1,0 +1,78 @@
+// Collectives ordered on the caller's CUDA stream (hm_comm_set_cuda_stream), with NCCL's
+// semantics: the call returns once enqueued; it starts after the work already on the stream and
+// the work enqueued after it waits for it. The op queue's worker is the host proxy: it sleeps
+// until the stream reaches the call's mark, runs the call as a blocking one would (staging,
+// device reductions on its own non-blocking stream), then opens the gate the stream waits at.
+// Nothing spins: the proxy polls the mark with growing sleeps, and the GPU waits on the gate.
+#include <algorithm>
+#include <thread>
+
+#include "communicator/communicator_impl.hpp"
+#include "communicator/runtime.hpp"
+#include "core/cuda/memory.hpp"
+#include "core/status.hpp"
+
+namespace holmes::detail {
+namespace {
+
+// The proxy's polls of the mark: from 20 us, doubling, to at most 1 ms apart. A call made while
+// the stream is idle starts within microseconds; one made behind a long kernel costs at most a
+// thousand wake-ups a second while it waits.
+constexpr auto kFirstPoll = std::chrono::microseconds(20);
+constexpr auto kLongestPoll = std::chrono::microseconds(1000);
+
+}  // namespace
+
+void CommunicatorImpl::set_cuda_stream(void* stream) {
+  DeviceMemory* device = Runtime::get().device_memory();
+  if (device == nullptr) {
+    std::string why;
+    cuda_device_available(&why);
+    fail(HM_ERR_UNSUPPORTED, "hm_comm_set_cuda_stream: no usable CUDA device: {}", why);
+  }
+  check_usable();
+  if (!stream_gate_) stream_gate_ = device->make_gate();
+  cuda_stream_ = stream;
+}
+
+void CommunicatorImpl::clear_cuda_stream() noexcept { cuda_stream_.reset(); }
+
+void CommunicatorImpl::wait_for_stream(DeviceMemory::StreamPoint& point, const char* what) const {
+  const Deadline deadline = Deadline::after(timeout_);
+  auto pause = kFirstPoll;
+  while (!point.reached()) {
+    check_usable();  // aborted or failed meanwhile: give up at once
+    if (deadline.expired()) {
+      fail(HM_ERR_TIMEOUT,
+           "{} on rank {}: the work enqueued on its CUDA stream before the call did not finish "
+           "within {} ms",
+           what, rank_, timeout_.count());
+    }
+    std::this_thread::sleep_for(pause);
+    pause = std::min(pause * 2, std::chrono::duration_cast<decltype(pause)>(kLongestPoll));
+  }
+}
+
+void CommunicatorImpl::enqueue_on_stream(const CollectiveCall& call, std::uint64_t sequence,
+                                         DeviceMemory& device) {
+  void* const stream = *cuda_stream_;
+  std::shared_ptr<DeviceMemory::StreamPoint> start = device.mark(stream);
+  const std::uint32_t ticket = ++stream_tickets_;
+  stream_gate_->hold(stream, ticket);
+  queue_.submit([this, call, sequence, device = &device, start, ticket] {
+    try {
+      wait_for_stream(*start, collective_name(call.kind));
+      execute(call, sequence, device);
+    } catch (const Error& e) {
+      // execute() has recorded its own failures; this records a timeout waiting for the stream.
+      poison(e.status(), e.what());
+    } catch (const std::exception& e) {
+      poison(HM_ERR_INTERNAL, e.what());
+    }
+    // Also after a failure: the stream goes on (its results are undefined, as with NCCL) rather
+    // than hanging the GPU; the caller learns of it from hm_comm_get_async_error.
+    stream_gate_->open(ticket);
+  });
+}
+
+}  // namespace holmes::detail

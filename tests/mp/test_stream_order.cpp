@@ -1,0 +1,230 @@
+// Collectives ordered on a stream (hm_comm_set_cuda_stream), without a GPU: the fake device's
+// FakeStream stands in for a CUDA stream, so the host proxy's ordering is checked exactly: a call
+// returns while the work before it is still pending, starts only once that work has finished, and
+// holds the work after it until it is over. The stream's tasks play the trainer's kernels.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstring>
+#include <future>
+#include <numeric>
+#include <vector>
+
+#include "communicator/runtime.hpp"
+#include "fake_device.hpp"
+#include "world.hpp"
+
+namespace holmes::test {
+namespace {
+
+using namespace std::chrono_literals;
+
+constexpr auto kSyncTimeout = std::chrono::milliseconds(120'000);
+
+// The fake device the test environment installed; nullptr with HOLMES_TEST_REAL_CUDA=1.
+FakeDeviceMemory* fake_device() {
+  return dynamic_cast<FakeDeviceMemory*>(detail::Runtime::get().device_memory());
+}
+
+#define REQUIRE_FAKE_DEVICE()                                                                \
+  FakeDeviceMemory* const device = fake_device();                                            \
+  if (device == nullptr) {                                                                   \
+    GTEST_SKIP() << "the stream ordering checks drive the fake device's streams; on a GPU, " \
+                    "bench/gpu-check.sh checks real streams";                                \
+  }
+
+// Device floats, read and written by tasks on the stream (the trainer's kernels).
+struct DeviceFloats {
+  DeviceFloats(FakeDeviceMemory& device, std::size_t count)
+      : device(&device), count(count), memory(device.allocate(count * sizeof(float))) {}
+  float* get() const { return reinterpret_cast<float*>(memory.get()); }
+  void write(const std::vector<float>& values) const {
+    device->from_host(get(), values.data(), values.size() * sizeof(float));
+  }
+  std::vector<float> read() const {
+    std::vector<float> values(count);
+    device->to_host(values.data(), get(), count * sizeof(float));
+    return values;
+  }
+  FakeDeviceMemory* device;
+  std::size_t count;
+  std::shared_ptr<std::byte> memory;
+};
+
+std::vector<float> input_of(int rank, std::size_t count) {
+  std::vector<float> v(count);
+  for (std::size_t i = 0; i < count; ++i) v[i] = static_cast<float>((rank + 1) * (i % 101 + 1));
+  return v;
+}
+
+class StreamOrder : public ::testing::TestWithParam<std::size_t> {};
+
+// stream: [gate closed until the test opens it; write x = input] -> allreduce(x) in place
+// -> [x += rank] -> allreduce(x) in place -> [read x]. Each allreduce must wait for the task
+// before it and hold the task after it; the result says whether both happened.
+TEST_P(StreamOrder, AllreduceWaitsForEarlierWorkAndHoldsLaterWork) {
+  REQUIRE_FAKE_DEVICE();
+  auto& comm = world();
+  const int n = comm.size();
+  const int r = comm.rank();
+  const std::size_t count = GetParam();
+  FakeStream stream;
+  DeviceFloats x(*device, count);
+  std::promise<void> release;
+  std::shared_future<void> released = release.get_future().share();
+  std::atomic<bool> input_written{false};
+  stream.enqueue([&, released] {
+    released.wait_for(kSyncTimeout);
+    x.write(input_of(r, count));
+    input_written = true;
+  });
+  comm.set_cuda_stream(&stream);
+  comm.allreduce(x.get(), x.get(), count, HM_FLOAT32, HM_SUM);
+  // The call returned while the work before it is still held: it was only enqueued.
+  EXPECT_FALSE(input_written.load());
+  stream.enqueue([&] {
+    auto v = x.read();
+    for (auto& e : v) e += static_cast<float>(r);
+    x.write(v);
+  });
+  comm.allreduce(x.get(), x.get(), count, HM_FLOAT32, HM_SUM);
+  std::vector<float> got;
+  stream.enqueue([&] { got = x.read(); });
+  comm.clear_cuda_stream();
+  release.set_value();
+  EXPECT_TRUE(stream.synchronize(kSyncTimeout));
+  EXPECT_EQ(comm.async_error(), HM_SUCCESS);
+  // sum over ranks of (sum over ranks of input + rank) = n * sum(input) + sum(ranks).
+  const float rank_sum = static_cast<float>(n * (n - 1) / 2);
+  std::vector<float> total(count, 0.0F);
+  for (int j = 0; j < n; ++j) {
+    const auto input = input_of(j, count);
+    for (std::size_t i = 0; i < count; ++i) total[i] += input[i];
+  }
+  std::size_t wrong = got.size() == count ? 0 : count;
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    if (got[i] != static_cast<float>(n) * total[i] + rank_sum) ++wrong;
+  }
+  EXPECT_EQ(wrong, 0u);
+}
+
+// Small (one chunk, the caller-driven path) and large (staged in many chunks).
+INSTANTIATE_TEST_SUITE_P(Sizes, StreamOrder,
+                         ::testing::Values(std::size_t{1000}, std::size_t{1} << 20));
+
+// Every collective with buffers on the device, each on the stream, its input written by a task
+// before it and its output read by a task after it.
+TEST(StreamOrderKinds, EveryCollectiveRunsInStreamOrder) {
+  REQUIRE_FAKE_DEVICE();
+  auto& comm = world();
+  const int n = comm.size();
+  const int r = comm.rank();
+  const auto nn = static_cast<std::size_t>(n);
+  const std::size_t count = 4099;  // per block; odd, so blocks split unevenly into chunks
+  FakeStream stream;
+  DeviceFloats blocks(*device, nn * count);  // n blocks: reduce_scatter's, alltoall's input
+  DeviceFloats one(*device, count);
+  DeviceFloats gathered(*device, nn * count);
+  std::vector<float> reduced_block, gathered_host, broadcast_host, reduced_root, exchanged;
+  comm.set_cuda_stream(&stream);
+
+  auto fill = [&](const DeviceFloats& d, int salt) {
+    std::vector<float> v(d.count);
+    for (std::size_t i = 0; i < v.size(); ++i) v[i] = static_cast<float>((r + 1) * salt + i % 7);
+    d.write(v);
+  };
+  stream.enqueue([&] { fill(blocks, 3); });
+  comm.reduce_scatter(blocks.get(), one.get(), count, HM_FLOAT32, HM_SUM);
+  stream.enqueue([&] { reduced_block = one.read(); });
+  stream.enqueue([&] { fill(one, 5); });
+  comm.allgather(one.get(), gathered.get(), count, HM_FLOAT32);
+  stream.enqueue([&] { gathered_host = gathered.read(); });
+  stream.enqueue([&] { fill(one, 11); });
+  comm.broadcast(one.get(), count, HM_FLOAT32, n - 1);
+  stream.enqueue([&] { broadcast_host = one.read(); });
+  stream.enqueue([&] { fill(one, 13); });
+  comm.reduce(one.get(), gathered.get(), count, HM_FLOAT32, HM_MAX, 0);
+  stream.enqueue([&] {
+    if (r == 0) reduced_root = gathered.read();
+    reduced_root.resize(r == 0 ? count : 0);  // the reduce wrote the first block only
+  });
+  stream.enqueue([&] { fill(blocks, 17); });
+  comm.alltoall(blocks.get(), gathered.get(), count, HM_FLOAT32);
+  stream.enqueue([&] { exchanged = gathered.read(); });
+  comm.clear_cuda_stream();
+  EXPECT_TRUE(stream.synchronize(kSyncTimeout));
+  EXPECT_EQ(comm.async_error(), HM_SUCCESS);
+
+  auto value = [](int rank, int salt, std::size_t i) {
+    return static_cast<float>((rank + 1) * salt + i % 7);
+  };
+  // How many elements of each collective's result differ from the reference.
+  auto expect = [&](const char* what, const std::vector<float>& got, std::size_t size,
+                    auto reference) {
+    std::size_t wrong = got.size() == size ? 0 : size;
+    for (std::size_t i = 0; i < size && wrong < size; ++i) wrong += got[i] != reference(i) ? 1 : 0;
+    EXPECT_EQ(wrong, 0u) << what << " on rank " << r << ": elements unlike the reference";
+  };
+  expect("reduce_scatter", reduced_block, count, [&](std::size_t i) {
+    float s = 0;
+    for (int j = 0; j < n; ++j) s += value(j, 3, static_cast<std::size_t>(r) * count + i);
+    return s;
+  });
+  expect("allgather", gathered_host, nn * count,
+         [&](std::size_t i) { return value(static_cast<int>(i / count), 5, i % count); });
+  expect("broadcast", broadcast_host, count, [&](std::size_t i) { return value(n - 1, 11, i); });
+  if (r == 0) expect("reduce", reduced_root, count, [&](std::size_t i) { return value(n - 1, 13, i); });
+  // Block j of the result is rank j's block r.
+  expect("alltoall", exchanged, nn * count, [&](std::size_t i) {
+    return value(static_cast<int>(i / count), 17, static_cast<std::size_t>(r) * count + i % count);
+  });
+}
+
+// Host buffers keep blocking semantics while a stream is set, and run after the calls queued on
+// the stream (every rank issues them in the same order).
+TEST(StreamOrderKinds, HostBuffersStillBlock) {
+  REQUIRE_FAKE_DEVICE();
+  auto& comm = world();
+  const int n = comm.size();
+  FakeStream stream;
+  DeviceFloats x(*device, 256);
+  stream.enqueue([&] { x.write(input_of(comm.rank(), 256)); });
+  comm.set_cuda_stream(&stream);
+  comm.allreduce(x.get(), x.get(), 256, HM_FLOAT32, HM_SUM);
+  std::vector<double> host(77, comm.rank() + 1.0);
+  comm.allreduce(host.data(), host.data(), host.size(), HM_FLOAT64, HM_SUM);
+  comm.clear_cuda_stream();
+  EXPECT_TRUE(stream.synchronize(kSyncTimeout));
+  const double expected = n * (n + 1) / 2.0;
+  for (double v : host) EXPECT_EQ(v, expected);
+  // Cleared: a device call blocks again, so its result is there when it returns.
+  comm.allreduce(x.get(), x.get(), 256, HM_FLOAT32, HM_SUM);
+  const auto got = x.read();
+  float total = 0;
+  for (int j = 0; j < n; ++j) total += input_of(j, 256)[5];
+  EXPECT_EQ(got[5], static_cast<float>(n) * total);
+}
+
+// A communicator aborted while its call waits for the stream opens the gate: the stream goes on
+// (the trainer's GPU does not hang) and the failure shows as the async error.
+TEST(StreamOrderKinds, AbortReleasesTheStream) {
+  REQUIRE_FAKE_DEVICE();
+  auto sub = world().split(0, world().rank());
+  FakeStream stream;
+  DeviceFloats x(*device, 64);
+  std::promise<void> release;
+  std::shared_future<void> released = release.get_future().share();
+  stream.enqueue([released] { released.wait_for(kSyncTimeout); });
+  sub.set_cuda_stream(&stream);
+  sub.allreduce(x.get(), x.get(), 64, HM_FLOAT32, HM_SUM);
+  bool later_ran = false;
+  stream.enqueue([&] { later_ran = true; });
+  sub.abort();
+  release.set_value();
+  EXPECT_TRUE(stream.synchronize(kSyncTimeout));
+  EXPECT_TRUE(later_ran);
+  EXPECT_EQ(sub.async_error(), HM_ERR_ABORTED);
+}
+
+}  // namespace
+}  // namespace holmes::test

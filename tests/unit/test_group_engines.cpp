@@ -1,0 +1,148 @@
+// The group engines' pure parts: which engine a group gets (communicator/group_engines.hpp) and
+// the blockwise decomposition's calls (collectives/engine/blockwise.hpp), recorded. The engines'
+// results are checked end to end in unit.Hierarchical/BlockwiseGroupEngine (every layout, count,
+// dtype and op) and in mp.collectives.algo.hier.blockwise.mixed.np6 (processes and sockets).
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "collectives/engine/blockwise.hpp"
+#include "collectives/engine/nccl_engine.hpp"
+#include "communicator/group_engines.hpp"
+#include "core/status.hpp"
+
+namespace holmes::detail {
+namespace {
+
+EngineFacts facts(std::string setting, bool device, GroupLevel level, std::string fabric,
+                  bool nccl) {
+  EngineFacts f;
+  f.setting = std::move(setting);
+  f.device_buffers = device;
+  f.level = level;
+  f.fabric = std::move(fabric);
+  f.nccl_usable = nccl;
+  f.nccl_why_not = nccl ? "" : "Holmes was built without NCCL (HOLMES_WITH_NCCL)";
+  return f;
+}
+
+TEST(GroupEngineChoice, HostBuffersRunOnHolmesRing) {
+  for (bool nccl : {false, true}) {
+    for (auto level : {GroupLevel::kHost, GroupLevel::kIsland}) {
+      const auto c = choose_group_engine(facts("auto", false, level, "ib", nccl));
+      EXPECT_EQ(c.kind, EngineKind::kRing);
+      EXPECT_NE(c.reason.find("host buffers"), std::string::npos) << c.reason;
+    }
+  }
+}
+
+TEST(GroupEngineChoice, DeviceBuffersTakeNcclWhereItRuns) {
+  for (const char* fabric : {"ib", "roce", "ethernet"}) {
+    const auto c = choose_group_engine(facts("auto", true, GroupLevel::kIsland, fabric, true));
+    EXPECT_EQ(c.kind, EngineKind::kNccl);
+    EXPECT_NE(c.reason.find(fabric), std::string::npos) << c.reason;
+  }
+  const auto host = choose_group_engine(facts("auto", true, GroupLevel::kHost, "", true));
+  EXPECT_EQ(host.kind, EngineKind::kNccl);
+  EXPECT_NE(host.reason.find("inside a host"), std::string::npos) << host.reason;
+}
+
+TEST(GroupEngineChoice, WithoutNcclDeviceBuffersStageOnTheRingAndSayWhy) {
+  const auto c = choose_group_engine(facts("auto", true, GroupLevel::kIsland, "roce", false));
+  EXPECT_EQ(c.kind, EngineKind::kRing);
+  EXPECT_NE(c.reason.find("staged"), std::string::npos) << c.reason;
+  EXPECT_NE(c.reason.find("HOLMES_WITH_NCCL"), std::string::npos) << c.reason;
+}
+
+TEST(GroupEngineChoice, TheSettingForcesAnEngine) {
+  EXPECT_EQ(choose_group_engine(facts("ring", true, GroupLevel::kHost, "", true)).kind,
+            EngineKind::kRing);
+  for (bool device : {false, true}) {
+    EXPECT_EQ(
+        choose_group_engine(facts("blockwise", device, GroupLevel::kIsland, "ib", false)).kind,
+        EngineKind::kBlockwise);
+  }
+  EXPECT_EQ(choose_group_engine(facts("nccl", true, GroupLevel::kIsland, "ib", true)).kind,
+            EngineKind::kNccl);
+  // NCCL takes device buffers only: host buffers stay on the ring even when it is forced.
+  EXPECT_EQ(choose_group_engine(facts("nccl", false, GroupLevel::kIsland, "ib", true)).kind,
+            EngineKind::kRing);
+}
+
+TEST(GroupEngineChoice, ForcedNcclWithoutNcclIsUnsupported) {
+  try {
+    choose_group_engine(facts("nccl", true, GroupLevel::kIsland, "ib", false));
+    ADD_FAILURE() << "expected HM_ERR_UNSUPPORTED";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.status(), HM_ERR_UNSUPPORTED);
+    EXPECT_NE(std::string(e.what()).find("HOLMES_GROUP_ENGINE=nccl"), std::string::npos);
+  }
+}
+
+TEST(GroupEngineChoice, NcclUsabilityIsDecidedAndExplained) {
+  std::string why;
+  if (!nccl_usable(&why)) {
+    EXPECT_FALSE(why.empty());
+  } else {
+    EXPECT_TRUE(why.empty()) << why;
+  }
+}
+
+// What the decomposition asked for, in order.
+class RecordedCalls final : public BlockCalls {
+ public:
+  void begin() override { log.push_back("begin"); }
+  void end() override { log.push_back("end"); }
+  void reduce(const std::byte* in, std::byte* out, std::size_t count, hm_dtype_t dtype, hm_op_t op,
+              int root, int average_over) override {
+    (void)dtype;
+    (void)op;
+    log.push_back(fmt::format("reduce in+{} out={} count {} root {} avg {}", in - base,
+                              out == own ? std::string("own") : fmt::format("in+{}", out - base),
+                              count, root, average_over));
+  }
+  void broadcast(std::byte* buffer, std::size_t count, hm_dtype_t dtype, int root) override {
+    (void)dtype;
+    log.push_back(fmt::format("broadcast +{} count {} root {}", buffer - base, count, root));
+  }
+  const std::byte* base = nullptr;
+  const std::byte* own = nullptr;
+  std::vector<std::string> log;
+};
+
+TEST(BlockwiseDecomposition, ReduceScatterReducesEachBlockToItsOwnerInOneBatch) {
+  // Three positions: blocks of 5 and 4 int32 elements, the third position past the lanes.
+  const BlockLayout layout({{0, 5}, {5, 4}, {0, 0}}, 1024);
+  std::vector<std::byte> in(9 * 4);
+  std::vector<std::byte> own(5 * 4);
+  RecordedCalls calls;
+  calls.base = in.data();
+  calls.own = own.data();
+  blockwise_reduce_scatter(calls, 1, in.data(), own.data(), layout, HM_INT32, HM_AVG, 6);
+  const std::vector<std::string> expected = {
+      "begin",
+      "reduce in+0 out=in+0 count 5 root 0 avg 6",
+      "reduce in+20 out=own count 4 root 1 avg 6",
+      "end",
+  };
+  EXPECT_EQ(calls.log, expected);
+}
+
+TEST(BlockwiseDecomposition, AllgatherBroadcastsEachBlockFromItsOwner) {
+  const BlockLayout layout({{0, 3}, {3, 0}, {3, 2}}, 1024);
+  std::vector<std::byte> buffer(5 * 8);
+  RecordedCalls calls;
+  calls.base = buffer.data();
+  blockwise_allgather(calls, buffer.data(), layout, HM_FLOAT64);
+  const std::vector<std::string> expected = {
+      "begin",
+      "broadcast +0 count 3 root 0",
+      "broadcast +24 count 2 root 2",
+      "end",
+  };
+  EXPECT_EQ(calls.log, expected);
+}
+
+}  // namespace
+}  // namespace holmes::detail
