@@ -112,6 +112,27 @@ def test_library_error_carries_status_and_message(world):
     assert not world.async_error()
 
 
+def test_device_paths_without_a_gpu_say_why(world):
+    # No GPU in this test run: ordering calls on a CUDA stream is refused with the reason, the
+    # communicator stays usable, and the per-peer report names the engine of device buffers.
+    with pytest.raises(holmes.UnsupportedError, match="hm_comm_set_cuda_stream: no usable CUDA"):
+        world.set_cuda_stream(0)
+    world.clear_cuda_stream()
+    with pytest.raises(TypeError):
+        world.set_cuda_stream("stream")
+    engine, reason = world.peer_engine(world.rank)
+    assert (engine, reason) == ("self", "this rank")
+    if world.size > 1:
+        engine, reason = world.peer_engine((world.rank + 1) % world.size)
+        assert engine in ("ring", "blockwise", "lanes"), (engine, reason)
+        assert reason
+    with pytest.raises(holmes.InvalidArgumentError, match="peer -1 is outside"):
+        world.peer_engine(-1)
+    x = np.full(8, world.rank + 1, dtype=np.float32)
+    got = world.allreduce(x)
+    assert (got == world.size * (world.size + 1) / 2).all()
+
+
 def test_silent_peer_times_out_naming_it(world):
     if world.size < 2:
         return

@@ -210,6 +210,18 @@ class Comm:
         check(_lib.lib().hm_comm_get_async_error(self._handle, ctypes.byref(status)))
         return Status(status.value)
 
+    def set_cuda_stream(self, stream):
+        """Orders collectives on device buffers on a CUDA stream, given as its handle (an int,
+        e.g. torch.cuda.current_stream().cuda_stream; 0 is the legacy default stream): they
+        return once enqueued (hm_comm_set_cuda_stream). Raises UnsupportedError without a
+        usable CUDA device."""
+        check(_lib.lib().hm_comm_set_cuda_stream(self._handle,
+                                                 ctypes.c_void_p(_int_arg("stream", stream))))
+
+    def clear_cuda_stream(self):
+        """Collectives on device buffers block again (hm_comm_clear_cuda_stream)."""
+        check(_lib.lib().hm_comm_clear_cuda_stream(self._handle))
+
     def __enter__(self):
         return self
 
@@ -249,6 +261,14 @@ class Comm:
         check(_lib.lib().hm_comm_peer_transport(self._handle, _int_arg("peer", peer),
                                                 ctypes.byref(transport), ctypes.byref(reason)))
         return transport.value.decode(), reason.value.decode()
+
+    def peer_engine(self, peer):
+        """(engine, reason) carrying device buffers to `peer` in the hierarchical collectives:
+        e.g. ("nccl", ...), ("ring", ...), ("lanes", ...) across islands."""
+        engine, reason = ctypes.c_char_p(), ctypes.c_char_p()
+        check(_lib.lib().hm_comm_peer_engine(self._handle, _int_arg("peer", peer),
+                                             ctypes.byref(engine), ctypes.byref(reason)))
+        return engine.value.decode(), reason.value.decode()
 
     def query_link(self, peer):
         """(latency_us, gbytes_per_s) the cost model holds for the link to `peer`."""
