@@ -2,8 +2,10 @@
 # One command for a machine with an NVIDIA GPU: configure and build Holmes with CUDA
 # (-DHOLMES_WITH_CUDA=ON), run the cuda.* tests with a device required (a test that would skip
 # for want of a device fails instead), and print the device-reduce throughput next to a
-# device-to-device copy; with the torch of `python3` found, the torch backend's tests and every op
-# on CUDA tensors. Takes a few minutes on 16 cores; most of it is the build.
+# device-to-device copy; the device matrix of every collective; a trainer step with its
+# communication blocking against stream-ordered (hm_comm_set_cuda_stream); the hierarchical
+# collectives on the NCCL group engine where NCCL loads; with the torch of `python3` found, the
+# torch backend's tests and every op on CUDA tensors. Takes a few minutes on 16 cores; most of it is the build.
 #
 # Usage: bench/gpu-check.sh [build-dir]        (default: build-gpu at the repository root)
 #        bench/gpu-check.sh --prebuilt DIR     run binaries built elsewhere (bench/gpu-pack.sh
@@ -47,7 +49,7 @@ fi
 
 if [[ $prebuilt == 1 ]]; then
   step "cuda.* tests (device required, prebuilt in $build)"
-  for area in memory element_ops device_reduce context; do
+  for area in memory element_ops device_reduce context stream_order; do
     # --gtest_fail_if_no_test would be the flag, but Debian 12's GoogleTest lacks it; a skip is
     # a failure anyway with HOLMES_REQUIRE_CUDA_DEVICE=1.
     HOLMES_REQUIRE_CUDA_DEVICE=1 "$build/bin/holmes_cuda_$area" --gtest_brief=1 ||
@@ -71,8 +73,8 @@ else
   step "build (-j$jobs)"
   if [[ ${HOLMES_GPU_CHECK_QUICK:-0} == 1 ]]; then
     cmake --build "$build" -j "$jobs" --target holmes holmes_cuda_memory holmes_cuda_element_ops \
-      holmes_cuda_device_reduce holmes_cuda_context holmes-cuda-bench holmes-run holmes-bench \
-      holmes_mp_device
+      holmes_cuda_device_reduce holmes_cuda_context holmes_cuda_stream_order holmes-cuda-bench \
+      holmes-cuda-stream-step holmes-run holmes-bench holmes_mp_device
   else
     cmake --build "$build" -j "$jobs"
   fi
@@ -97,6 +99,25 @@ for np in 2 4; do
   HOLMES_TEST_REAL_CUDA=1 HOLMES_TIMEOUT_MS=60000 "$build/bin/holmes-run" -n "$np" --timeout 240 -- \
     "$build/bin/holmes_mp_device" --gtest_brief=1 || die "collectives on device buffers failed ($np ranks)"
 done
+step "stream-ordered calls: a trainer step, communication blocking vs on a stream (2 ranks)"
+"$build/bin/holmes-run" -n 2 --timeout 240 -- "$build/bin/holmes-cuda-stream-step" 16 8 5 ||
+  die "the stream-ordered trainer step failed"
+step "NCCL group engine: hierarchical reduce-scatter and allgather, 2 islands of 1 rank"
+# One GPU allows NCCL communicators of one rank only: two emulated islands of one rank each, whose
+# island phases run on NCCL (HOLMES_GROUP_ENGINE=nccl) and the lanes on Holmes's tcp.
+nccl_log="$(mktemp)"
+if HOLMES_TEST_REAL_CUDA=1 HOLMES_TIMEOUT_MS=60000 HOLMES_ALGO=hier HOLMES_GROUP_ENGINE=nccl \
+  "$build/bin/holmes-run" -n 2 --timeout 240 -- "$root/tests/mp/islands.sh" env \
+  "$build/bin/holmes_mp_device" --gtest_brief=1 '--gtest_filter=*reduce_scatter*:*allgather*' \
+  >"$nccl_log" 2>&1; then
+  tail -n 3 "$nccl_log"
+elif grep -q 'NCCL cannot run here' "$nccl_log"; then
+  echo "NCCL engine: skipped: $(grep -o 'NCCL cannot run here: .*' "$nccl_log" | head -1)"
+else
+  cat "$nccl_log"
+  die "the NCCL engine's device matrix failed"
+fi
+rm -f "$nccl_log"
 step "busbw sweep, device buffers vs host buffers (4 ranks, allreduce float32 and bfloat16)"
 for dtype in float32 bfloat16; do
   "$build/bin/holmes-run" -n 4 --timeout 240 -- "$build/bin/holmes-bench" allreduce --device \

@@ -13,7 +13,8 @@ set -euo pipefail
 build="${1:?usage: bench/gpu-pack.sh BUILD-DIR OUT-DIR}"
 out="${2:?usage: bench/gpu-pack.sh BUILD-DIR OUT-DIR}"
 programs=(holmes_cuda_memory holmes_cuda_element_ops holmes_cuda_device_reduce holmes_cuda_context
-  holmes-cuda-bench holmes-run holmes-bench holmes_mp_device)
+  holmes_cuda_stream_order holmes-cuda-bench holmes-cuda-stream-step holmes-run holmes-bench
+  holmes_mp_device)
 
 rm -rf "$out"
 mkdir -p "$out/bin" "$out/lib"
