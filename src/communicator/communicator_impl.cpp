@@ -44,23 +44,8 @@ CommunicatorImpl::CommunicatorImpl(Params params)
                              Locality{"host", "island", "ethernet"});
   }
   adopt_measurements();
-  engines_ = std::make_unique<CommunicatorEngines>(
-      settings_.text(Setting::kGroupEngine), facts_.localities,
-      [store = store_, prefix = context_, timeout = timeout_](const std::string& key,
-                                                              const std::string& mine) {
-        if (store == nullptr) {
-          fail(HM_ERR_UNSUPPORTED,
-               "a group engine needs the job's store, and this communicator "
-               "has none");
-        }
-        const std::string full = prefix + "/engine/" + key;
-        if (!mine.empty()) {
-          store->set(full, mine);
-          return mine;
-        }
-        return store->get(full, Deadline::after(timeout));
-      },
-      timeout_);
+  engines_ = std::make_unique<CommunicatorEngines>(settings_.text(Setting::kGroupEngine),
+                                                   facts_.localities, engine_store(), timeout_);
   // Unset in close(), before any member the observer touches is gone.
   transport_->set_failure_observer(
       [this](int peer, hm_status_t status, const std::string& message) {
@@ -186,6 +171,23 @@ Route CommunicatorImpl::peer_route(int peer) const {
 std::string CommunicatorImpl::peer_link(int peer) const {
   require(peer >= 0 && peer < size_, "peer {} is outside [0, {})", peer, size_);
   return transport_->link(peer).description;
+}
+
+EngineStore CommunicatorImpl::engine_store() const {
+  auto need_store = [](const std::shared_ptr<Rendezvous>& store) -> Rendezvous& {
+    if (store == nullptr) {
+      fail(HM_ERR_UNSUPPORTED,
+           "a group engine needs the job's store, and this communicator has none");
+    }
+    return *store;
+  };
+  const std::string prefix = context_ + "/engine/";
+  return {[store = store_, prefix, need_store](const std::string& key, const std::string& value) {
+            need_store(store).set(prefix + key, value);
+          },
+          [store = store_, prefix, need_store, timeout = timeout_](const std::string& key) {
+            return need_store(store).get(prefix + key, Deadline::after(timeout));
+          }};
 }
 
 PeerEngine CommunicatorImpl::peer_engine(int peer) const {

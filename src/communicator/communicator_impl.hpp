@@ -221,6 +221,8 @@ class CommunicatorImpl : public std::enable_shared_from_this<CommunicatorImpl> {
   void enqueue_on_stream(const CollectiveCall& call, std::uint64_t sequence, DeviceMemory& device);
   // Sleeps until `point` is reached; throws when the communicator fails or the timeout passes.
   void wait_for_stream(DeviceMemory::StreamPoint& point, const char* what) const;
+  // The job's store under this communicator's prefix, for the group engines' agreements.
+  EngineStore engine_store() const;
   // The hierarchy from the wiring's facts and the cost numbers (measured_ where it has them).
   Hierarchy make_hierarchy() const;
   // The init probe (HOLMES_COST_PROBE=1, link_probe.hpp): measures the tiers, then rebuilds the

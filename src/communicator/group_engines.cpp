@@ -1,9 +1,11 @@
 #include "communicator/group_engines.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "collectives/context.hpp"
 #include "collectives/engine/nccl_engine.hpp"
+#include "core/log.hpp"
 #include "core/status.hpp"
 
 namespace holmes::detail {
@@ -17,6 +19,13 @@ std::string nccl_net_for(GroupLevel level, const std::string& fabric) {
 }
 
 const char* level_name(GroupLevel level) { return level == GroupLevel::kHost ? "host" : "island"; }
+
+// The group's own part of the store's keys: "nccl/island/0/2/4".
+std::string group_key_name(GroupLevel level, const std::vector<int>& members) {
+  std::string key = fmt::format("nccl/{}", level_name(level));
+  for (int m : members) key += fmt::format("/{}", m);
+  return key;
+}
 
 }  // namespace
 
@@ -60,10 +69,10 @@ EngineChoice choose_group_engine(const EngineFacts& f) {
 }
 
 CommunicatorEngines::CommunicatorEngines(std::string setting, std::vector<Locality> localities,
-                                         ShareValue share, std::chrono::milliseconds timeout)
+                                         EngineStore store, std::chrono::milliseconds timeout)
     : setting_(std::move(setting)),
       localities_(std::move(localities)),
-      share_(std::move(share)),
+      store_(std::move(store)),
       timeout_(timeout) {
   nccl_usable_ = nccl_usable(&nccl_why_not_);
 }
@@ -84,8 +93,41 @@ EngineFacts CommunicatorEngines::facts(bool device_buffers, GroupLevel level,
   return f;
 }
 
+std::string why_not_nccl_for_group(const EngineStore& store, const std::string& key,
+                                   const std::vector<int>& members, int position, bool usable,
+                                   const std::string& why_not) {
+  const std::string prefix = key + "/usable/";
+  store.set(prefix + std::to_string(position), usable ? "yes" : "no: " + why_not);
+  for (std::size_t p = 0; p < members.size(); ++p) {
+    const std::string said = store.get(prefix + std::to_string(p));
+    if (said != "yes") {
+      return fmt::format("NCCL does not run for rank {} of the group: {}", members[p],
+                         said.rfind("no: ", 0) == 0 ? said.substr(4) : "it said '" + said + "'");
+    }
+  }
+  return "";
+}
+
 GroupEngine& CommunicatorEngines::for_group(const CollectiveContext& group, GroupLevel level) {
-  const EngineChoice choice = choose_group_engine(facts(group.on_device(), level, group.member(0)));
+  EngineFacts f = facts(group.on_device(), level, group.member(0));
+  GroupKey key{static_cast<int>(level), {}};
+  for (int p = 0; p < group.size(); ++p) key.second.push_back(group.member(p));
+  std::lock_guard lock(mutex_);
+  if (f.setting == "auto" && f.device_buffers) {
+    // NCCL for the group only where it runs for every member; asked once per group.
+    auto [agreed, fresh] = group_why_not_nccl_.try_emplace(key);
+    if (fresh) {
+      agreed->second = why_not_nccl_for_group(store_, group_key_name(level, key.second), key.second,
+                                              group.rank(), nccl_usable_, nccl_why_not_);
+      HM_LOG_INFO("{} group {}: {}", level_name(level), fmt::join(key.second, ","),
+                  agreed->second.empty() ? "NCCL runs for every member" : agreed->second);
+    }
+    if (!agreed->second.empty()) {
+      f.nccl_usable = false;
+      f.nccl_why_not = agreed->second;
+    }
+  }
+  const EngineChoice choice = choose_group_engine(f);
   switch (choice.kind) {
     case EngineKind::kRing:
       return ring_engine();
@@ -94,21 +136,21 @@ GroupEngine& CommunicatorEngines::for_group(const CollectiveContext& group, Grou
     case EngineKind::kNccl:
       break;
   }
-  std::vector<int> members;
-  for (int p = 0; p < group.size(); ++p) members.push_back(group.member(p));
-  std::lock_guard lock(mutex_);
-  auto& slot = nccl_[{static_cast<int>(level), members}];
+  auto& slot = nccl_[key];
   if (!slot) {
     NcclGroupSetup setup;
     setup.position = group.rank();
-    setup.net_name = nccl_net_for(level, facts(true, level, members.front()).fabric);
+    setup.net_name = nccl_net_for(level, f.fabric);
     setup.timeout = timeout_;
-    std::string key = fmt::format("nccl/{}", level_name(level));
-    for (int m : members) key += fmt::format("/{}", m);
-    setup.share_id = [share = share_, key, first = group.rank() == 0](const std::string& mine) {
-      return share(key, first ? mine : std::string());
+    setup.share_id = [store = store_, id_key = group_key_name(level, key.second) + "/id",
+                      first = group.rank() == 0](const std::string& mine) {
+      if (first) {
+        store.set(id_key, mine);
+        return mine;
+      }
+      return store.get(id_key);
     };
-    setup.members = std::move(members);
+    setup.members = key.second;
     slot = make_nccl_engine(std::move(setup));
   }
   return *slot;

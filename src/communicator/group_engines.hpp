@@ -3,8 +3,10 @@
 //
 // The choice (choose_group_engine) reads only what every member of a group agrees on: the
 // setting HOLMES_GROUP_ENGINE (an agreed setting), the group's level and fabric, whether the
-// buffers are on a device, and whether NCCL can run here. With NCCL, as with NCCL itself, every
-// member of a group must pass device buffers.
+// buffers are on a device, and whether NCCL runs for every member, which the members tell each
+// other through the job's store on the group's first call on device buffers (a host without
+// libnccl or a GPU beside hosts with both takes the whole group to the ring rather than hanging
+// it). With NCCL, as with NCCL itself, every member of a group must pass device buffers.
 #pragma once
 
 #include <chrono>
@@ -46,13 +48,23 @@ struct PeerEngine {
   std::string reason;
 };
 
+// The job's store under a communicator's own prefix: `get` waits for a key that is not set yet,
+// up to the communicator's timeout.
+struct EngineStore {
+  std::function<void(const std::string& key, const std::string& value)> set;
+  std::function<std::string(const std::string& key)> get;
+};
+
+// Every member of a group (`members`, communicator ranks; this one at `position`) says through
+// `store`, under `key`, whether NCCL runs where it is (`usable`, else `why_not`). Empty when it
+// runs for all, else which member it does not run for, and why.
+std::string why_not_nccl_for_group(const EngineStore& store, const std::string& key,
+                                   const std::vector<int>& members, int position, bool usable,
+                                   const std::string& why_not);
+
 class CommunicatorEngines final : public GroupEngines {
  public:
-  // Hands a value to the group's other members through the job's store: the first member calls
-  // it with its value, the others with an empty string, and everyone gets the first's.
-  using ShareValue = std::function<std::string(const std::string& key, const std::string& mine)>;
-
-  CommunicatorEngines(std::string setting, std::vector<Locality> localities, ShareValue share,
+  CommunicatorEngines(std::string setting, std::vector<Locality> localities, EngineStore store,
                       std::chrono::milliseconds timeout);
   ~CommunicatorEngines() override;
 
@@ -60,17 +72,19 @@ class CommunicatorEngines final : public GroupEngines {
   PeerEngine for_peer(int rank, int peer) const;
 
  private:
+  using GroupKey = std::pair<int, std::vector<int>>;  // level, members (communicator ranks)
+
   EngineFacts facts(bool device_buffers, GroupLevel level, int some_member) const;
 
   std::string setting_;
   std::vector<Locality> localities_;
-  ShareValue share_;
+  EngineStore store_;
   std::chrono::milliseconds timeout_;
   bool nccl_usable_ = false;
   std::string nccl_why_not_;
   std::mutex mutex_;
-  // NCCL engines by level and members (communicator ranks).
-  std::map<std::pair<int, std::vector<int>>, std::unique_ptr<GroupEngine>> nccl_;
+  std::map<GroupKey, std::string> group_why_not_nccl_;  // the groups' agreements, once each
+  std::map<GroupKey, std::unique_ptr<GroupEngine>> nccl_;
 };
 
 }  // namespace holmes::detail

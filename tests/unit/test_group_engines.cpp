@@ -4,6 +4,7 @@
 // dtype and op) and in mp.collectives.algo.hier.blockwise.mixed.np6 (processes and sockets).
 #include <gtest/gtest.h>
 
+#include <map>
 #include <string>
 #include <vector>
 
@@ -86,6 +87,52 @@ TEST(GroupEngineChoice, NcclUsabilityIsDecidedAndExplained) {
     EXPECT_FALSE(why.empty());
   } else {
     EXPECT_TRUE(why.empty()) << why;
+  }
+}
+
+// A store in memory: what the other members said is set beforehand, as if they had said it first.
+struct MemoryStore {
+  std::map<std::string, std::string> values;
+  EngineStore view() {
+    return {[this](const std::string& key, const std::string& value) { values[key] = value; },
+            [this](const std::string& key) {
+              const auto it = values.find(key);
+              if (it == values.end()) fail(HM_ERR_TIMEOUT, "no one set '{}'", key);
+              return it->second;
+            }};
+  }
+};
+
+TEST(GroupEngineAgreement, NcclRunsForTheGroupOnlyWhereItRunsForEveryMember) {
+  const std::vector<int> members = {4, 6, 9};
+  MemoryStore store;
+  store.values["g/usable/0"] = "yes";
+  store.values["g/usable/2"] = "yes";
+  EXPECT_EQ(why_not_nccl_for_group(store.view(), "g", members, 1, true, ""), "");
+  EXPECT_EQ(store.values["g/usable/1"], "yes");
+
+  // Rank 9 has no libnccl: every member learns it, the one with NCCL included.
+  store.values["g/usable/2"] = "no: libnccl.so.2 is not on the loader's path";
+  const std::string why = why_not_nccl_for_group(store.view(), "g", members, 1, true, "");
+  EXPECT_NE(why.find("rank 9"), std::string::npos) << why;
+  EXPECT_NE(why.find("libnccl.so.2 is not on the loader's path"), std::string::npos) << why;
+
+  // This member cannot run NCCL: it says so before it reads the others, so they do not wait.
+  MemoryStore alone;
+  alone.values["h/usable/0"] = "yes";
+  const std::string mine =
+      why_not_nccl_for_group(alone.view(), "h", {0, 1}, 1, false, "no usable CUDA device: none");
+  EXPECT_EQ(alone.values["h/usable/1"], "no: no usable CUDA device: none");
+  EXPECT_NE(mine.find("rank 1"), std::string::npos) << mine;
+}
+
+TEST(GroupEngineAgreement, AMemberThatNeverSaysTimesOut) {
+  MemoryStore store;
+  try {
+    why_not_nccl_for_group(store.view(), "g", {0, 1}, 0, true, "");
+    ADD_FAILURE() << "expected the store's timeout";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.status(), HM_ERR_TIMEOUT);
   }
 }
 
