@@ -320,17 +320,17 @@ HM_API hm_status_t hm_comm_join(const hm_config_t* cfg, hm_comm_t* newcomm);
  * HM_SUCCESS in *async_error while it is healthy. */
 HM_API hm_status_t hm_comm_get_async_error(hm_comm_t comm, hm_status_t* async_error);
 
-/* Orders comm's collectives on device buffers on a CUDA stream (a cudaStream_t; NULL is CUDA's
+/* Orders comm's calls on device buffers on a CUDA stream (a cudaStream_t; NULL is CUDA's
  * legacy default stream), with NCCL's semantics: hm_allreduce, hm_reduce_scatter, hm_allgather,
- * hm_broadcast, hm_reduce and hm_alltoall on device buffers return once enqueued; each starts
- * after the work enqueued on the stream before it, and work enqueued after it waits for it. A
- * host proxy thread runs the network part; the GPU, not a CPU core, waits. A failure after the
- * call returned shows in hm_comm_get_async_error (the stream goes on; the results are
- * undefined). Calls on host buffers, the nonblocking hm_i* calls and point-to-point calls keep
- * their semantics. One stream per communicator (rather than a stream argument on every call)
- * keeps the calls' signatures those of the host path, in C and in every binding; set it again
- * to switch streams. The calling thread's current device must be the stream's. No usable CUDA
- * device: HM_ERR_UNSUPPORTED. */
+ * hm_broadcast, hm_reduce, hm_alltoall, hm_send and hm_recv on device buffers return once
+ * enqueued (a message's place among a peer's messages is taken at the call); each starts after
+ * the work enqueued on the stream before it, and work enqueued after it waits for it. A host
+ * proxy thread runs the network part; the GPU, not a CPU core, waits. A failure after the call
+ * returned shows in hm_comm_get_async_error (the stream goes on; the results are undefined).
+ * Calls on host buffers and the nonblocking hm_i* calls keep their semantics. One stream per
+ * communicator (rather than a stream argument on every call) keeps the calls' signatures those
+ * of the host path, in C and in every binding; set it again to switch streams. The calling
+ * thread's current device must be the stream's. No usable CUDA device: HM_ERR_UNSUPPORTED. */
 HM_API hm_status_t hm_comm_set_cuda_stream(hm_comm_t comm, void* stream);
 /* Back to blocking calls on device buffers; calls already enqueued still run. */
 HM_API hm_status_t hm_comm_clear_cuda_stream(hm_comm_t comm);

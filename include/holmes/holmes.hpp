@@ -191,8 +191,8 @@ class HM_API Communicator {
   Communicator grow(int joining) const;
   // HM_SUCCESS while healthy, else the first error this communicator saw.
   hm_status_t async_error() const noexcept;
-  // hm_comm_set_cuda_stream / hm_comm_clear_cuda_stream: collectives on device buffers ordered
-  // on `stream` (a cudaStream_t), returning once enqueued; or blocking again.
+  // hm_comm_set_cuda_stream / hm_comm_clear_cuda_stream: collectives, send and recv on device
+  // buffers ordered on `stream` (a cudaStream_t), returning once enqueued; or blocking again.
   void set_cuda_stream(void* stream);
   void clear_cuda_stream();
   std::chrono::milliseconds timeout() const;

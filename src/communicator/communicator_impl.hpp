@@ -219,6 +219,12 @@ class CommunicatorImpl : public std::enable_shared_from_this<CommunicatorImpl> {
   // call for the proxy (the op queue's worker), which runs it once the mark is reached and then
   // opens the gate, also when the call failed (the failure is the communicator's async error).
   void enqueue_on_stream(const CollectiveCall& call, std::uint64_t sequence, DeviceMemory& device);
+  // The same for any work on device buffers (`what` names it in errors): a send or a receive.
+  void enqueue_on_stream(DeviceMemory& device, std::string what, std::function<void()> work);
+  // Whether a blocking call on `device` buffers (nullptr: host buffers) goes on the stream.
+  bool ordered_on_stream(const DeviceMemory* device, CallMode mode) const {
+    return mode == CallMode::kBlocking && device != nullptr && cuda_stream_.has_value();
+  }
   // Sleeps until `point` is reached; throws when the communicator fails or the timeout passes.
   void wait_for_stream(DeviceMemory::StreamPoint& point, const char* what) const;
   // The job's store under this communicator's prefix, for the group engines' agreements.
@@ -282,8 +288,11 @@ class CommunicatorImpl : public std::enable_shared_from_this<CommunicatorImpl> {
   std::set<int> suspects_;           // peers the router reported failed (not revoked)
   std::condition_variable revoked_;  // error_ became HM_ERR_ABORTED
   std::atomic<std::uint64_t> progress_{0};
-  ScratchSpace scratch_;                  // reused by every collective (they run one at a time)
-  std::unique_ptr<StagingPool> staging_;  // pinned slots for device buffers, made on first use
+  ScratchSpace scratch_;  // reused by every collective (they run one at a time)
+  // Pinned slots for device buffers, made on first use by whichever thread comes first (the
+  // caller's, or the op queue's worker).
+  std::once_flag staging_made_;
+  std::unique_ptr<StagingPool> staging_;
   std::unique_ptr<CommunicatorEngines> engines_;  // the engine of each group (group_engines.hpp)
   // Stream ordering (hm_comm_set_cuda_stream): the caller's stream while one is set, and the
   // gate the streams wait on, whose tickets count the calls enqueued on streams. Declared before

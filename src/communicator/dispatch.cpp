@@ -74,7 +74,7 @@ DeviceMemory* CommunicatorImpl::device_of(const CollectiveCall& call) const {
 }
 
 StagingPool& CommunicatorImpl::staging(DeviceMemory& device) {
-  if (!staging_) staging_ = std::make_unique<StagingPool>(device);
+  std::call_once(staging_made_, [&] { staging_ = std::make_unique<StagingPool>(device); });
   return *staging_;
 }
 
@@ -131,7 +131,7 @@ std::shared_ptr<RequestImpl> CommunicatorImpl::collective(const CollectiveCall& 
   DeviceMemory* device = device_of(call);
   check_usable();
   const std::uint64_t sequence = next_sequence_++;
-  if (blocking && device != nullptr && cuda_stream_.has_value()) {
+  if (ordered_on_stream(device, mode)) {
     enqueue_on_stream(call, sequence, *device);
     return nullptr;
   }

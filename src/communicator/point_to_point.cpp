@@ -1,5 +1,7 @@
 // Point to point: messages between two ranks, matched in order per (peer, tag); device buffers
-// travel through a pinned staging slot.
+// travel through a pinned staging slot. A blocking send or receive on device buffers while a
+// CUDA stream is set goes on the stream (stream_order.cpp): its place among the peer's messages
+// is taken when it is called, its data moves once the stream reaches it.
 #include "collectives/staging.hpp"
 #include "communicator/communicator_impl.hpp"
 #include "communicator/runtime.hpp"
@@ -54,6 +56,21 @@ std::shared_ptr<RequestImpl> CommunicatorImpl::point_to_point(P2pDirection direc
   if (device != nullptr) {
     device = bytes > 0 && device->is_device(buffer) ? &device->bound_to(buffer) : nullptr;
   }
+  const bool on_stream = ordered_on_stream(device, mode);
+  if (on_stream && is_send) {
+    // The proxy copies the buffer out once the stream has written it, then sends.
+    const auto tag = p2p_tag(user_tag, next_p2p(sent_to_, tagged_sent_to_, peer, user_tag));
+    request->what = fmt::format("send to rank {}", peer);
+    enqueue_on_stream(
+        *device, request->what, [this, request, device, buffer, bytes, peer, tag, signature] {
+          auto slot = staging(*device).acquire(bytes, Deadline::after(timeout_));
+          device->to_host(slot.get(), buffer, bytes);
+          request->request = transport_->isend(peer, tag, signature, {slot.get(), bytes});
+          request->request->on_complete([slot](const Completion&) {});
+          wait(*request);
+        });
+    return nullptr;
+  }
   // Device buffers travel through a pinned slot: copied out before the send, in after the
   // receive (in wait()).
   std::shared_ptr<std::byte> slot;
@@ -88,6 +105,12 @@ std::shared_ptr<RequestImpl> CommunicatorImpl::point_to_point(P2pDirection direc
         slot.reset();
       };
     }
+  }
+  if (on_stream) {
+    // Posted already (into the slot); the proxy copies it in once the stream has reached the call,
+    // so no work before it on the stream still uses the buffer.
+    enqueue_on_stream(*device, request->what, [this, request] { wait(*request); });
+    return nullptr;
   }
   if (mode == CallMode::kBlocking) {
     wait(*request);

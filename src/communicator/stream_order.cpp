@@ -55,16 +55,23 @@ void CommunicatorImpl::wait_for_stream(DeviceMemory::StreamPoint& point, const c
 
 void CommunicatorImpl::enqueue_on_stream(const CollectiveCall& call, std::uint64_t sequence,
                                          DeviceMemory& device) {
+  enqueue_on_stream(device, collective_name(call.kind),
+                    [this, call, sequence, device = &device] { execute(call, sequence, device); });
+}
+
+void CommunicatorImpl::enqueue_on_stream(DeviceMemory& device, std::string what,
+                                         std::function<void()> work) {
   void* const stream = *cuda_stream_;
   std::shared_ptr<DeviceMemory::StreamPoint> start = device.mark(stream);
   const std::uint32_t ticket = ++stream_tickets_;
   stream_gate_->hold(stream, ticket);
-  queue_.submit([this, call, sequence, device = &device, start, ticket] {
+  queue_.submit([this, what = std::move(what), work = std::move(work), start, ticket] {
     try {
-      wait_for_stream(*start, collective_name(call.kind));
-      execute(call, sequence, device);
+      wait_for_stream(*start, what.c_str());
+      work();
     } catch (const Error& e) {
-      // execute() has recorded its own failures; this records a timeout waiting for the stream.
+      // A collective has recorded its own failure; this records the others (a timeout waiting
+      // for the stream, a failed send or receive).
       poison(e.status(), e.what());
     } catch (const std::exception& e) {
       poison(HM_ERR_INTERNAL, e.what());

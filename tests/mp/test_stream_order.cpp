@@ -173,11 +173,68 @@ TEST(StreamOrderKinds, EveryCollectiveRunsInStreamOrder) {
   expect("allgather", gathered_host, nn * count,
          [&](std::size_t i) { return value(static_cast<int>(i / count), 5, i % count); });
   expect("broadcast", broadcast_host, count, [&](std::size_t i) { return value(n - 1, 11, i); });
-  if (r == 0) expect("reduce", reduced_root, count, [&](std::size_t i) { return value(n - 1, 13, i); });
+  if (r == 0)
+    expect("reduce", reduced_root, count, [&](std::size_t i) { return value(n - 1, 13, i); });
   // Block j of the result is rank j's block r.
   expect("alltoall", exchanged, nn * count, [&](std::size_t i) {
     return value(static_cast<int>(i / count), 17, static_cast<std::size_t>(r) * count + i % count);
   });
+}
+
+// A send and a receive on device buffers go on the stream too: the call returns while the work
+// before it is held, the sender's data is what the stream wrote before the send, and the
+// receiver's buffer is written after the work before the receive (which fills it with a
+// sentinel) and before the work after it. Ranks pair up (0-1, 2-3, ...); with an odd count the
+// last rank sits out.
+TEST(StreamOrderKinds, SendAndReceiveRunInStreamOrder) {
+  REQUIRE_FAKE_DEVICE();
+  auto& comm = world();
+  const int r = comm.rank();
+  const int partner = r ^ 1;
+  if (partner >= comm.size()) GTEST_SKIP() << "rank " << r << " has no partner";
+  const std::size_t count = 70001;
+  FakeStream stream;
+  DeviceFloats x(*device, count);
+  std::promise<void> release;
+  std::shared_future<void> released = release.get_future().share();
+  std::atomic<bool> first_ran{false};
+  const bool sender = r % 2 == 0;
+  stream.enqueue([&, released] {
+    released.wait_for(kSyncTimeout);
+    if (sender) {
+      x.write(input_of(r, count));
+    } else {
+      x.write(std::vector<float>(count, -1.0F));  // the sentinel the receive must overwrite
+    }
+    first_ran = true;
+  });
+  comm.set_cuda_stream(&stream);
+  if (sender) {
+    comm.send(x.get(), count, HM_FLOAT32, partner);
+  } else {
+    comm.recv(x.get(), count, HM_FLOAT32, partner);
+  }
+  EXPECT_FALSE(first_ran.load()) << "the call waited for the stream";
+  // The work after the call: the sender overwrites its buffer (the send must have copied it out
+  // already), the receiver reads what arrived.
+  std::vector<float> got;
+  stream.enqueue([&] {
+    if (sender) {
+      x.write(std::vector<float>(count, -2.0F));
+    } else {
+      got = x.read();
+    }
+  });
+  comm.clear_cuda_stream();
+  release.set_value();
+  EXPECT_TRUE(stream.synchronize(kSyncTimeout));
+  EXPECT_EQ(comm.async_error(), HM_SUCCESS);
+  if (!sender) {
+    const auto expected = input_of(partner, count);
+    std::size_t wrong = got.size() == count ? 0 : count;
+    for (std::size_t i = 0; i < got.size(); ++i) wrong += got[i] != expected[i] ? 1 : 0;
+    EXPECT_EQ(wrong, 0u) << "elements unlike the partner's input";
+  }
 }
 
 // Host buffers keep blocking semantics while a stream is set, and run after the calls queued on

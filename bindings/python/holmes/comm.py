@@ -211,10 +211,10 @@ class Comm:
         return Status(status.value)
 
     def set_cuda_stream(self, stream):
-        """Orders collectives on device buffers on a CUDA stream, given as its handle (an int,
-        e.g. torch.cuda.current_stream().cuda_stream; 0 is the legacy default stream): they
-        return once enqueued (hm_comm_set_cuda_stream). Raises UnsupportedError without a
-        usable CUDA device."""
+        """Orders collectives, send and recv on device buffers on a CUDA stream, given as its
+        handle (an int, e.g. torch.cuda.current_stream().cuda_stream; 0 is the legacy default
+        stream): they return once enqueued (hm_comm_set_cuda_stream). Raises UnsupportedError
+        without a usable CUDA device."""
         check(_lib.lib().hm_comm_set_cuda_stream(self._handle,
                                                  ctypes.c_void_p(_int_arg("stream", stream))))
 
