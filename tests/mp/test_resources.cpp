@@ -161,7 +161,9 @@ TEST(ResourcesTest, TwoHundredCommunicatorsGiveBackFdsThreadsAndMemory) {
   // (connections a peer closed after the baseline), so the check is one-sided.
   EXPECT_LE(after.fds, before.fds) << "before: " << fds_before << "\nafter: " << fd_list();
   EXPECT_TRUE(threads_left.empty()) << "threads left behind: " << describe_threads(threads_left);
-  if (kRssMeaningful) EXPECT_LT(after.rss - before.rss, kRssGrowthBoundKiB);
+  if (kRssMeaningful) {
+    EXPECT_LT(after.rss - before.rss, kRssGrowthBoundKiB);
+  }
   // The parent, whose connections carried every split's exchanges, still works.
   use_and_destroy(parent);
 }

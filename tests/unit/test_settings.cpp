@@ -94,7 +94,9 @@ TEST_F(SettingsTest, EverySettingIsRegisteredOnceWithADefaultOfItsType) {
     if (spec.type == SettingType::kInteger || spec.type == SettingType::kFlag) {
       EXPECT_LE(spec.min, spec.max) << spec.name;
     }
-    if (spec.type == SettingType::kChoice) EXPECT_FALSE(spec.choices.empty()) << spec.name;
+    if (spec.type == SettingType::kChoice) {
+      EXPECT_FALSE(spec.choices.empty()) << spec.name;
+    }
     if (!spec.default_value.empty()) {
       EXPECT_NO_THROW(check_setting(spec, std::string(spec.default_value), std::string(spec.name),
                                     SettingSource::kDefault))
