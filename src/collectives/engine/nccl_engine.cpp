@@ -267,44 +267,44 @@ class NcclEngine final : public GroupEngine {
   void settle(ncclResult_t result, const char* what) {
     check(result, what);
     if (comm_ == nullptr) return;
-    const Deadline deadline = Deadline::after(setup_.timeout);
-    auto pause = std::chrono::microseconds(10);
-    for (;;) {
+    poll_until(what, [&] {
       ncclResult_t state = ncclSuccess;
       check(nccl().comm_get_async_error(comm_, &state), "ncclCommGetAsyncError");
-      if (state != ncclInProgress) {
-        check(state, what);
-        return;
-      }
-      give_up_at(deadline, what);
-      std::this_thread::sleep_for(pause);
-      pause = std::min(pause * 2, std::chrono::microseconds(1000));
-    }
+      if (state == ncclInProgress) return false;
+      check(state, what);
+      return true;
+    });
   }
 
   // Waits for the batch on `stream`, bounded by the timeout; an NCCL error fails it at once.
   void wait_for(cuda::ThreadStream& stream) {
     cuda::check(cudaEventRecord(stream.done, stream.stream), "nccl engine: recording the batch");
-    const Deadline deadline = Deadline::after(setup_.timeout);
-    auto pause = std::chrono::microseconds(10);
-    for (;;) {
+    poll_until("the NCCL batch", [&] {
       const cudaError_t state = cudaEventQuery(stream.done);
-      if (state == cudaSuccess) return;
+      if (state == cudaSuccess) return true;
       if (state != cudaErrorNotReady) cuda::check(state, "nccl engine: the batch on the device");
       ncclResult_t async = ncclSuccess;
       check(nccl().comm_get_async_error(comm_, &async), "ncclCommGetAsyncError");
       if (async != ncclInProgress) check(async, "an NCCL operation");
-      give_up_at(deadline, "the NCCL batch");
+      return false;
+    });
+  }
+
+  // Calls `done` until it says so, with sleeps growing from 10 us to 1 ms between; past the
+  // communicator's timeout the engine is unhealthy (aborted when destroyed) and the wait fails.
+  template <typename Done>
+  void poll_until(const char* what, Done done) {
+    const Deadline deadline = Deadline::after(setup_.timeout);
+    auto pause = std::chrono::microseconds(10);
+    while (!done()) {
+      if (deadline.expired()) {
+        healthy_ = false;
+        fail(HM_ERR_TIMEOUT, "nccl engine: {} did not finish within {} ms", what,
+             setup_.timeout.count());
+      }
       std::this_thread::sleep_for(pause);
       pause = std::min(pause * 2, std::chrono::microseconds(1000));
     }
-  }
-
-  void give_up_at(const Deadline& deadline, const char* what) {
-    if (!deadline.expired()) return;
-    healthy_ = false;
-    fail(HM_ERR_TIMEOUT, "nccl engine: {} did not finish within {} ms", what,
-         setup_.timeout.count());
   }
 
   NcclGroupSetup setup_;
