@@ -73,9 +73,7 @@ CommunicatorEngines::CommunicatorEngines(std::string setting, std::vector<Locali
     : setting_(std::move(setting)),
       localities_(std::move(localities)),
       store_(std::move(store)),
-      timeout_(timeout) {
-  nccl_usable_ = nccl_usable(&nccl_why_not_);
-}
+      timeout_(timeout) {}
 
 CommunicatorEngines::~CommunicatorEngines() = default;
 
@@ -88,8 +86,8 @@ EngineFacts CommunicatorEngines::facts(bool device_buffers, GroupLevel level,
   if (some_member >= 0 && static_cast<std::size_t>(some_member) < localities_.size()) {
     f.fabric = localities_[static_cast<std::size_t>(some_member)].fabric;
   }
-  f.nccl_usable = nccl_usable_;
-  f.nccl_why_not = nccl_why_not_;
+  // Decided once per process, on first need (libnccl is loaded then, not at every creation).
+  f.nccl_usable = nccl_usable(&f.nccl_why_not);
   return f;
 }
 
@@ -118,7 +116,7 @@ GroupEngine& CommunicatorEngines::for_group(const CollectiveContext& group, Grou
     auto [agreed, fresh] = group_why_not_nccl_.try_emplace(key);
     if (fresh) {
       agreed->second = why_not_nccl_for_group(store_, group_key_name(level, key.second), key.second,
-                                              group.rank(), nccl_usable_, nccl_why_not_);
+                                              group.rank(), f.nccl_usable, f.nccl_why_not);
       HM_LOG_INFO("{} group {}: {}", level_name(level), fmt::join(key.second, ","),
                   agreed->second.empty() ? "NCCL runs for every member" : agreed->second);
     }

@@ -80,8 +80,6 @@ class CommunicatorEngines final : public GroupEngines {
   std::vector<Locality> localities_;
   EngineStore store_;
   std::chrono::milliseconds timeout_;
-  bool nccl_usable_ = false;
-  std::string nccl_why_not_;
   std::mutex mutex_;
   std::map<GroupKey, std::string> group_why_not_nccl_;  // the groups' agreements, once each
   std::map<GroupKey, std::unique_ptr<GroupEngine>> nccl_;

@@ -26,9 +26,8 @@ constexpr auto kLongestPoll = std::chrono::microseconds(1000);
 void CommunicatorImpl::set_cuda_stream(void* stream) {
   DeviceMemory* device = Runtime::get().device_memory();
   if (device == nullptr) {
-    std::string why;
-    cuda_device_available(&why);
-    fail(HM_ERR_UNSUPPORTED, "hm_comm_set_cuda_stream: no usable CUDA device: {}", why);
+    require_cuda_device("hm_comm_set_cuda_stream");  // throws, saying why
+    fail(HM_ERR_UNSUPPORTED, "hm_comm_set_cuda_stream: this process has no device memory");
   }
   check_usable();
   if (!stream_gate_) stream_gate_ = device->make_gate();
