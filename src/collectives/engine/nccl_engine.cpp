@@ -20,6 +20,7 @@
 #include "core/clock.hpp"
 #include "core/cuda/cuda_api.hpp"
 #include "core/cuda/memory.hpp"
+#include "core/text.hpp"
 #endif
 
 namespace holmes {
@@ -147,24 +148,14 @@ ncclRedOp_t nccl_op(hm_op_t op) {
 }
 
 std::string to_hex(const ncclUniqueId& id) {
-  std::string out;
-  for (char c : id.internal) out += fmt::format("{:02x}", static_cast<unsigned char>(c));
-  return out;
+  return holmes::to_hex(std::as_bytes(std::span(id.internal)));
 }
 
 ncclUniqueId from_hex(const std::string& text) {
   ncclUniqueId id{};
-  auto digit = [&](char c) -> unsigned {
-    if (c >= '0' && c <= '9') return static_cast<unsigned>(c - '0');
-    if (c >= 'a' && c <= 'f') return static_cast<unsigned>(c - 'a' + 10);
-    fail(HM_ERR_TRANSPORT, "nccl engine: the group's unique id holds '{}', not a hex digit", c);
-  };
-  if (text.size() != 2 * sizeof(id.internal)) {
-    fail(HM_ERR_TRANSPORT, "nccl engine: the group's unique id has {} hex digits, not {}",
-         text.size(), 2 * sizeof(id.internal));
-  }
-  for (std::size_t i = 0; i < sizeof(id.internal); ++i) {
-    id.internal[i] = static_cast<char>(digit(text[2 * i]) * 16 + digit(text[2 * i + 1]));
+  if (!holmes::from_hex(text, std::as_writable_bytes(std::span(id.internal)))) {
+    fail(HM_ERR_TRANSPORT, "nccl engine: the group's unique id is not {} hex digits: '{}'",
+         2 * sizeof(id.internal), printable(text.substr(0, 2 * sizeof(id.internal) + 8)));
   }
   return id;
 }
