@@ -15,6 +15,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <string>
 
 namespace holmes {
 
@@ -46,6 +47,19 @@ class DeviceMemory {
   // Device scratch, and pinned host memory for staging; freed when the last owner lets go.
   virtual std::shared_ptr<std::byte> allocate(std::size_t bytes) = 0;
   virtual std::shared_ptr<std::byte> allocate_host(std::size_t bytes) = 0;
+
+  // Memory the processes of one host share (CUDA IPC), for the same-host engine
+  // (engine/ipc_engine.hpp): device memory like allocate()'s that peers map by `handle` (text),
+  // and a peer's such memory mapped into this process, where reduce() and copy() take it like
+  // this process's own. Each is released when its last owner lets go. Both throw
+  // HM_ERR_UNSUPPORTED where memory cannot be shared (the default).
+  virtual bool can_share() const { return false; }
+  struct SharedMemory {
+    std::shared_ptr<std::byte> memory;
+    std::string handle;
+  };
+  virtual SharedMemory allocate_shared(std::size_t bytes);
+  virtual std::shared_ptr<std::byte> open_shared(const std::string& handle, std::size_t bytes);
 
   // Stream ordering (hm_comm_set_cuda_stream). A stream is the caller's cudaStream_t, opaque
   // here. A call on device buffers marks the stream where it was made (the proxy runs the call

@@ -4,6 +4,7 @@
 #include <map>
 #include <mutex>
 
+#include "core/cuda/ipc_memory.hpp"
 #include "core/cuda/memory.hpp"
 #include "core/cuda/stream_order.hpp"
 #endif
@@ -62,6 +63,16 @@ class CudaDevice final : public DeviceMemory {
     auto buffer = std::make_shared<PinnedBuffer>(bytes, device_);
     return std::shared_ptr<std::byte>(buffer, buffer->data());
   }
+  bool can_share() const override { return true; }
+  SharedMemory allocate_shared(std::size_t bytes) override {
+    SharedMemory shared;
+    shared.memory = allocate_exported_device_memory(bytes, device_, &shared.handle);
+    return shared;
+  }
+  std::shared_ptr<std::byte> open_shared(const std::string& handle, std::size_t bytes) override {
+    (void)bytes;  // CUDA maps the whole allocation
+    return open_exported_device_memory(handle, device_);
+  }
   std::unique_ptr<StreamPoint> mark(void* stream) override {
     return std::make_unique<CudaPoint>(stream);
   }
@@ -103,6 +114,7 @@ class CudaDevices final : public DeviceMemory {
     auto buffer = std::make_shared<DeviceBuffer>(bytes);
     return std::shared_ptr<std::byte>(buffer, static_cast<std::byte*>(buffer->data()));
   }
+  bool can_share() const override { return true; }  // on a bound instance
   std::shared_ptr<std::byte> allocate_host(std::size_t bytes) override {
     auto buffer = std::make_shared<PinnedBuffer>(bytes);
     return std::shared_ptr<std::byte>(buffer, buffer->data());

@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "core/cuda/ipc_memory.hpp"
 #include "cuda_test_support.hpp"
 
 #if defined(HOLMES_HAVE_CUDA)
@@ -208,6 +209,35 @@ TEST(DeviceOps, RefuseWhatTheyCannotDo) {
     error_of([] { copy_device_to_host(nullptr, nullptr, 0); }, HM_ERR_UNSUPPORTED);
     const std::string message = error_of([] { DeviceBuffer buffer(1024); }, HM_ERR_UNSUPPORTED);
     EXPECT_NE(message.find(why), std::string::npos) << message;
+  }
+}
+
+// Device memory shared with the processes of the host (CUDA IPC): without a device both calls
+// say why; with one, an exported allocation comes with a handle of 64 bytes in hex, and a handle
+// that is not one is an invalid argument. (Mapping a peer's export is checked across processes
+// by the device matrix, holmes_mp_device with HOLMES_TEST_REAL_CUDA=1 in gpu-check.sh.)
+TEST(SharedDeviceMemory, ExportsWithAHandleAndRefusesBadOnes) {
+  std::string why;
+  std::string handle;
+  if (!cuda_device_available(&why)) {
+    auto message = error_of([&] { allocate_exported_device_memory(4096, 0, &handle); },
+                            HM_ERR_UNSUPPORTED);
+    EXPECT_NE(message.find(why), std::string::npos) << message;
+    message = error_of([] { open_exported_device_memory(std::string(128, '0'), 0); },
+                       HM_ERR_UNSUPPORTED);
+    EXPECT_NE(message.find(why), std::string::npos) << message;
+    return;
+  }
+  const auto memory = allocate_exported_device_memory(1 << 20, 0, &handle);
+  ASSERT_NE(memory, nullptr);
+  EXPECT_EQ(memory_kind(memory.get()), MemoryKind::kDevice);
+  ASSERT_EQ(handle.size(), 128u) << handle;
+  EXPECT_EQ(handle.find_first_not_of("0123456789abcdef"), std::string::npos) << handle;
+  error_of([&] { allocate_exported_device_memory(0, 0, &handle); }, HM_ERR_INVALID_ARGUMENT);
+  for (const std::string bad : {std::string("zz"), std::string(128, 'g'), std::string()}) {
+    const auto message =
+        error_of([&] { open_exported_device_memory(bad, 0); }, HM_ERR_INVALID_ARGUMENT);
+    EXPECT_NE(message.find("not 128 hex digits"), std::string::npos) << message;
   }
 }
 

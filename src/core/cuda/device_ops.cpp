@@ -63,6 +63,20 @@ void host_operand(const void* p, const char* operation, const char* name) {
           "{}: {} ({}) is device memory, not host memory", operation, name, address_of(p));
 }
 
+// Whether kernels on `device` (current) may read memory on `peer`: the two GPUs can reach each
+// other (NVLink or PCIe), and peer access is then enabled, if nothing had done so yet (a peer's
+// buffer mapped through CUDA IPC enables it lazily; another GPU's buffer of this process may not).
+bool peer_readable(int device, int peer) {
+  int can = 0;
+  if (cudaDeviceCanAccessPeer(&can, device, peer) != cudaSuccess || can == 0) {
+    cudaGetLastError();
+    return false;
+  }
+  const cudaError_t enabled = cudaDeviceEnablePeerAccess(peer, 0);
+  if (enabled == cudaErrorPeerAccessAlreadyEnabled) cudaGetLastError();
+  return enabled == cudaSuccess || enabled == cudaErrorPeerAccessAlreadyEnabled;
+}
+
 // An input of a kernel running on `stream.device`: it must be able to read `bytes` there.
 void kernel_input(const void* p, std::size_t bytes, const cuda::ThreadStream& stream,
                   const char* operation, const char* name) {
@@ -70,9 +84,9 @@ void kernel_input(const void* p, std::size_t bytes, const cuda::ThreadStream& st
   const cuda::PointerInfo info = cuda::pointer_info(p);
   switch (info.type) {
     case cuda::PointerType::kDevice:
-      require(info.device == stream.device,
-              "{}: {} ({}) is on CUDA device {} but dst is on device {}", operation, name,
-              address_of(p), info.device, stream.device);
+      require(info.device == stream.device || peer_readable(stream.device, info.device),
+              "{}: {} ({}) is on CUDA device {}, which device {} (dst's) cannot read", operation,
+              name, address_of(p), info.device, stream.device);
       require_in_allocation(info, p, bytes, operation, name);
       return;
     case cuda::PointerType::kManaged:

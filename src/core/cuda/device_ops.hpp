@@ -26,9 +26,10 @@ void copy_device_to_device(void* dst, const void* src, std::size_t bytes);
 
 // device_reduce: dst[i] = a[i] op b[i] for i < count, on the device that owns dst, with the
 // exact results of holmes::reduce() (reduce.hpp) bit for bit, so that ranks reducing on
-// different devices agree. dst is device memory; a and b are device memory on the same device,
-// page-locked host memory, or managed memory (or any host memory where the device can read
-// pageable memory). dst may be the same pointer as a or b. AVG reduces as SUM.
+// different devices agree. dst is device memory; a and b are device memory on the same device
+// or on a GPU it can reach (peer access, enabled here if need be; a peer process's buffer mapped
+// through CUDA IPC), page-locked host memory, or managed memory (or any host memory where the
+// device can read pageable memory). dst may be the same pointer as a or b. AVG reduces as SUM.
 void device_reduce(hm_dtype_t dtype, hm_op_t op, void* dst, const void* a, const void* b,
                    std::size_t count);
 
