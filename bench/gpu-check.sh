@@ -2,7 +2,8 @@
 # One command for a machine with an NVIDIA GPU: configure and build Holmes with CUDA
 # (-DHOLMES_WITH_CUDA=ON), run the cuda.* tests with a device required (a test that would skip
 # for want of a device fails instead), and print the device-reduce throughput next to a
-# device-to-device copy; the device matrix of every collective; a trainer step with its
+# device-to-device copy; the device matrix of every collective (same host: CUDA IPC; and staged);
+# a trainer step with its
 # communication blocking against stream-ordered (hm_comm_set_cuda_stream); the hierarchical
 # collectives on the NCCL group engine where NCCL loads; with the torch of `python3` found, the
 # torch backend's tests and every op on CUDA tensors. Takes a few minutes on 16 cores; most of it is the build.
@@ -94,11 +95,16 @@ step "device-reduce throughput"
 
 # ==== Collective-level GPU checks: every collective on device buffers (staged transfers, device
 # reductions), checked exactly, then a busbw sweep with device buffers. ====
-step "collectives on device buffers (2 and 4 ranks)"
+step "collectives on device buffers (2 and 4 ranks; same host: the ipc engine, CUDA IPC)"
 for np in 2 4; do
   HOLMES_TEST_REAL_CUDA=1 HOLMES_TIMEOUT_MS=60000 "$build/bin/holmes-run" -n "$np" --timeout 240 -- \
     "$build/bin/holmes_mp_device" --gtest_brief=1 || die "collectives on device buffers failed ($np ranks)"
 done
+step "collectives on device buffers, staged (HOLMES_GROUP_ENGINE=ring, 4 ranks)"
+HOLMES_TEST_REAL_CUDA=1 HOLMES_TIMEOUT_MS=60000 HOLMES_GROUP_ENGINE=ring \
+  "$build/bin/holmes-run" -n 4 --timeout 240 -- "$build/bin/holmes_mp_device" --gtest_brief=1 \
+  '--gtest_filter=*allreduce*:*reduce_scatter*:*allgather*' ||
+  die "staged collectives on device buffers failed"
 step "stream-ordered calls: a trainer step, communication blocking vs on a stream (2 ranks)"
 "$build/bin/holmes-run" -n 2 --timeout 240 -- "$build/bin/holmes-cuda-stream-step" 16 8 5 ||
   die "the stream-ordered trainer step failed"
@@ -118,13 +124,26 @@ else
   die "the NCCL engine's device matrix failed"
 fi
 rm -f "$nccl_log"
-step "busbw sweep, device buffers vs host buffers (4 ranks, allreduce float32 and bfloat16)"
+step "busbw sweep, 4 ranks on one host: device buffers through CUDA IPC (the ipc engine), device buffers staged (ring), host buffers"
+# allreduce float32 and bfloat16; reduce_scatter and allgather float32 (ipc and staged).
+sweep() { "$build/bin/holmes-run" -n 4 --timeout 240 -- "$build/bin/holmes-bench" "$@" \
+  --check -b 1M -e 256M -f 4 --iters 5 --warmup 2; }
 for dtype in float32 bfloat16; do
-  "$build/bin/holmes-run" -n 4 --timeout 240 -- "$build/bin/holmes-bench" allreduce --device \
-    --check -d "$dtype" -b 1M -e 256M -f 4 --iters 5 --warmup 2 || die "device busbw sweep failed"
-  "$build/bin/holmes-run" -n 4 --timeout 240 -- "$build/bin/holmes-bench" allreduce \
-    --check -d "$dtype" -b 1M -e 256M -f 4 --iters 5 --warmup 2 || die "host busbw sweep failed"
+  echo "-- allreduce $dtype, device, ipc"
+  sweep allreduce --device -d "$dtype" || die "device (ipc) busbw sweep failed"
+  echo "-- allreduce $dtype, device, staged"
+  HOLMES_GROUP_ENGINE=ring sweep allreduce --device -d "$dtype" || die "device (staged) busbw sweep failed"
+  echo "-- allreduce $dtype, host"
+  sweep allreduce -d "$dtype" || die "host busbw sweep failed"
 done
+for coll in reduce_scatter allgather; do
+  echo "-- $coll float32, device, ipc"
+  sweep "$coll" --device -d float32 || die "device (ipc) $coll sweep failed"
+  echo "-- $coll float32, device, staged"
+  HOLMES_GROUP_ENGINE=ring sweep "$coll" --device -d float32 || die "device (staged) $coll sweep failed"
+done
+echo "-- allreduce float32, device, ipc with a 256 MiB window (one round at 256 MiB)"
+HOLMES_IPC_WINDOW_BYTES=268435456 sweep allreduce --device -d float32 || die "ipc window sweep failed"
 # The torch backend, when this machine's torch was found at configure time: its tests on CPU
 # tensors, then every op on CUDA tensors (tests/torch/cuda_check.py), 2 ranks on the one GPU.
 if ls "$build"/lib/python/_holmes_torch*.so >/dev/null 2>&1; then

@@ -236,9 +236,12 @@ HM_API hm_status_t hm_comm_size(hm_comm_t comm, int* size);
 HM_API hm_status_t hm_comm_peer_transport(hm_comm_t comm, int peer, const char** transport,
                                           const char** reason);
 
-/* What carries device buffers between this rank and `peer` in the hierarchical collectives, and
- * why: the engine of the host or island the two share ("nccl", "ring": Holmes's own, staged
- * through pinned memory, "blockwise"), "lanes" (other islands: Holmes's slow tier) or "self".
+/* What carries device buffers between this rank and `peer` in the hierarchical collectives (and
+ * in a one-island communicator's allreduce, reduce-scatter and allgather), and why: the engine
+ * of the host or island the two share ("ipc": CUDA IPC inside a host, device to device; "nccl";
+ * "ring": Holmes's own, staged through pinned memory; "blockwise"), "lanes" (other islands:
+ * Holmes's slow tier) or "self". This rank's own view: the group's members agree on their first
+ * call on device buffers, which can take the group to the next engine (the log says so).
  * HOLMES_GROUP_ENGINE steers it. Strings as for hm_comm_peer_transport. */
 HM_API hm_status_t hm_comm_peer_engine(hm_comm_t comm, int peer, const char** engine,
                                        const char** reason);

@@ -115,8 +115,8 @@ struct PeerTransport {
   std::string reason;     // why it was chosen
   std::string link;       // the link itself, e.g. "tcp 10.0.0.2:4000 x2 sockets"
   // What carries device buffers to the peer in hierarchical collectives: the engine of the
-  // group (host, island) the two share ("ring", "blockwise", "nccl"), "lanes" across islands,
-  // "self"; and why (hm_comm_peer_engine).
+  // group (host, island) the two share ("ipc", "nccl", "ring", "blockwise"), "lanes" across
+  // islands, "self"; and why (hm_comm_peer_engine).
   std::string engine;
   std::string engine_reason;
 };

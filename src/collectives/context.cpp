@@ -169,6 +169,12 @@ void CollectiveContext::finalize_average(hm_dtype_t dtype, void* data, std::size
   }
 }
 
+DeviceMemory& CollectiveContext::device_memory() const {
+  if (resources_.device == nullptr)
+    fail(HM_ERR_INTERNAL, "{}: the buffers are not on a device", what_.str());
+  return *resources_.device;
+}
+
 GroupEngine& CollectiveContext::group_engine(GroupLevel level) const {
   return resources_.engines != nullptr ? resources_.engines->for_group(*this, level)
                                        : ring_engine();

@@ -203,6 +203,8 @@ class CollectiveContext {
 
   // Operations on the caller's buffers and scratch, wherever they live.
   bool on_device() const { return resources_.device != nullptr; }
+  // The device the buffers are on (HM_ERR_INTERNAL when they are not).
+  DeviceMemory& device_memory() const;
   // The engine for this view's group, a host's or an island's ranks (engine/group_engine.hpp).
   GroupEngine& group_engine(GroupLevel level) const;
   void reduce(hm_dtype_t dtype, hm_op_t op, void* dst, const void* a, const void* b,

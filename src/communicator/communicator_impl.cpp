@@ -6,6 +6,7 @@
 #include "bootstrap/rendezvous.hpp"
 #include "collectives/algorithms.hpp"
 #include "collectives/link_probe.hpp"
+#include "communicator/runtime.hpp"
 #include "core/dtype.hpp"
 #include "core/log.hpp"
 #include "core/status.hpp"
@@ -44,8 +45,14 @@ CommunicatorImpl::CommunicatorImpl(Params params)
                              Locality{"host", "island", "ethernet"});
   }
   adopt_measurements();
-  engines_ = std::make_unique<CommunicatorEngines>(settings_.text(Setting::kGroupEngine),
-                                                   facts_.localities, engine_store(), timeout_);
+  EngineOptions engine_options;
+  engine_options.setting = settings_.text(Setting::kGroupEngine);
+  engine_options.ipc_window_bytes =
+      static_cast<std::size_t>(settings_.integer(Setting::kIpcWindowBytes));
+  engine_options.timeout = timeout_;
+  engine_options.process_device = [] { return Runtime::get().device_memory(); };
+  engines_ = std::make_unique<CommunicatorEngines>(std::move(engine_options), facts_.localities,
+                                                   engine_store());
   // Unset in close(), before any member the observer touches is gone.
   transport_->set_failure_observer(
       [this](int peer, hm_status_t status, const std::string& message) {

@@ -215,6 +215,8 @@ class CommunicatorImpl : public std::enable_shared_from_this<CommunicatorImpl> {
   // Every rank's string, through this communicator (two collectives).
   std::vector<std::string> allgather_strings(const std::string& mine);
   void execute(const CollectiveCall& call, std::uint64_t sequence, DeviceMemory* device);
+  // Whether a call on device buffers goes to the group engine of the whole communicator.
+  bool takes_group_engine(const CollectiveCall& call, const DeviceMemory* device) const;
   // A call ordered on the caller's stream: marks the stream, holds it at the gate, and queues the
   // call for the proxy (the op queue's worker), which runs it once the mark is reached and then
   // opens the gate, also when the call failed (the failure is the communicator's async error).

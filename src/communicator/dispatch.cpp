@@ -78,6 +78,21 @@ StagingPool& CommunicatorImpl::staging(DeviceMemory& device) {
   return *staging_;
 }
 
+bool CommunicatorImpl::takes_group_engine(const CollectiveCall& call,
+                                          const DeviceMemory* device) const {
+  // Device buffers on a communicator of one island: the hierarchical algorithm, whose one group
+  // runs on its engine (CUDA IPC inside a host, NCCL inside an island), unless the engine is
+  // Holmes's ring anyway or an algorithm is forced. The same on every rank: every rank passes
+  // device buffers (as with NCCL), and the rest are agreed settings and facts.
+  const bool kind = call.kind == CollectiveKind::kAllreduce ||
+                    call.kind == CollectiveKind::kReduceScatter ||
+                    call.kind == CollectiveKind::kAllgather;
+  if (device == nullptr || !kind || size_ < 2 || hierarchy_.islands.size() != 1) return false;
+  if (settings_.text(Setting::kGroupEngine) == "ring") return false;
+  std::lock_guard lock(algorithm_mutex_);
+  return forced_.get(call.kind) == Algorithm::kAuto;
+}
+
 void CommunicatorImpl::execute(const CollectiveCall& call, std::uint64_t sequence,
                                DeviceMemory* device) {
   check_usable();
@@ -85,8 +100,10 @@ void CommunicatorImpl::execute(const CollectiveCall& call, std::uint64_t sequenc
   // So does the link probe: it is what gives the model its numbers.
   const bool internal =
       call.kind == CollectiveKind::kSplit || call.kind == CollectiveKind::kLinkProbe;
-  const Algorithm algorithm =
-      internal ? Algorithm::kRing : query_algorithm(call.kind, call.count, call.dtype).algorithm;
+  const Algorithm algorithm = internal ? Algorithm::kRing
+                              : takes_group_engine(call, device)
+                                  ? Algorithm::kHierarchical
+                                  : query_algorithm(call.kind, call.count, call.dtype).algorithm;
   // The algorithm is part of the signature: ranks that chose differently (a different
   // HOLMES_ALGO or cost numbers) fail with HM_ERR_MISMATCH where their messages meet.
   const auto signature =

@@ -1,12 +1,14 @@
-// Which engine carries each group of a hierarchical collective (collectives/engine/), and the
-// NCCL communicators the communicator made for its groups.
+// Which engine carries each group of device buffers (collectives/engine/), and the state the
+// stateful engines keep per group: the IPC windows the members of a host map, the NCCL
+// communicators made for hosts and islands.
 //
 // The choice (choose_group_engine) reads only what every member of a group agrees on: the
-// setting HOLMES_GROUP_ENGINE (an agreed setting), the group's level and fabric, whether the
-// buffers are on a device, and whether NCCL runs for every member, which the members tell each
-// other through the job's store on the group's first call on device buffers (a host without
-// libnccl or a GPU beside hosts with both takes the whole group to the ring rather than hanging
-// it). With NCCL, as with NCCL itself, every member of a group must pass device buffers.
+// setting HOLMES_GROUP_ENGINE (an agreed setting), the group's level (a group whose members share
+// a host is a host's, whatever the collective calls it) and fabric, whether the buffers are on a
+// device, and, told to each other through the job's store on the group's first call on device
+// buffers, whether every member maps every other's device memory (ipc) and whether NCCL runs for
+// every member. A member that cannot takes the whole group to the next engine rather than
+// hanging it. As with NCCL itself, every member of a group must pass device buffers.
 #pragma once
 
 #include <chrono>
@@ -17,12 +19,13 @@
 #include <string>
 #include <vector>
 
+#include "collectives/device_memory.hpp"
 #include "collectives/engine/group_engine.hpp"
 #include "topology/locality.hpp"
 
 namespace holmes::detail {
 
-enum class EngineKind { kRing, kBlockwise, kNccl };
+enum class EngineKind { kRing, kBlockwise, kIpc, kNccl };
 const char* engine_kind_name(EngineKind kind);
 
 struct EngineChoice {
@@ -31,20 +34,22 @@ struct EngineChoice {
 };
 
 struct EngineFacts {
-  std::string setting = "auto";  // HOLMES_GROUP_ENGINE: auto, ring, blockwise, nccl
+  std::string setting = "auto";  // HOLMES_GROUP_ENGINE: auto, ring, blockwise, ipc, nccl
   bool device_buffers = false;
-  GroupLevel level = GroupLevel::kHost;
-  std::string fabric;  // the island's fabric (ib, roce, ethernet); unused for a host
+  GroupLevel level = GroupLevel::kHost;  // kHost: every member on one host
+  std::string fabric;                    // the island's fabric (ib, roce, ethernet)
+  bool ipc_usable = false;  // every member maps every other's device memory (a host's group)
+  std::string ipc_why_not;  // when not usable
   bool nccl_usable = false;
   std::string nccl_why_not;  // when not usable
 };
 
-// The engine for a group; HM_ERR_UNSUPPORTED when `nccl` is forced and NCCL cannot run here.
+// The engine for a group; HM_ERR_UNSUPPORTED when `ipc` or `nccl` is forced where it cannot run.
 EngineChoice choose_group_engine(const EngineFacts& facts);
 
 // What carries device buffers between two ranks, for the per-peer report (hm_comm_peer_engine).
 struct PeerEngine {
-  std::string engine;  // "ring", "blockwise", "nccl", "lanes" (across islands) or "self"
+  std::string engine;  // "ring", "blockwise", "ipc", "nccl", "lanes" (across islands), "self"
   std::string reason;
 };
 
@@ -56,16 +61,24 @@ struct EngineStore {
 };
 
 // Every member of a group (`members`, communicator ranks; this one at `position`) says through
-// `store`, under `key`, whether NCCL runs where it is (`usable`, else `why_not`). Empty when it
-// runs for all, else which member it does not run for, and why.
-std::string why_not_nccl_for_group(const EngineStore& store, const std::string& key,
-                                   const std::vector<int>& members, int position, bool usable,
-                                   const std::string& why_not);
+// `store`, under `key`, whether an engine can run where it is (`usable`, else `why_not`). Empty
+// when it can for all, else which member it cannot for and why, as "<refusal> for rank R of the
+// group: <why>" (refusal: "NCCL does not run", say).
+std::string why_not_for_group(const EngineStore& store, const std::string& key,
+                              const std::vector<int>& members, int position, bool usable,
+                              const std::string& why_not, const std::string& refusal);
+
+struct EngineOptions {
+  std::string setting = "auto";                          // HOLMES_GROUP_ENGINE
+  std::size_t ipc_window_bytes = std::size_t{64} << 20;  // HOLMES_IPC_WINDOW_BYTES
+  std::chrono::milliseconds timeout{0};                  // the communicator's, for the NCCL engine
+  // The process's device memory (nullptr without one), for the per-peer report.
+  std::function<DeviceMemory*()> process_device;
+};
 
 class CommunicatorEngines final : public GroupEngines {
  public:
-  CommunicatorEngines(std::string setting, std::vector<Locality> localities, EngineStore store,
-                      std::chrono::milliseconds timeout);
+  CommunicatorEngines(EngineOptions options, std::vector<Locality> localities, EngineStore store);
   ~CommunicatorEngines() override;
 
   GroupEngine& for_group(const CollectiveContext& group, GroupLevel level) override;
@@ -73,14 +86,22 @@ class CommunicatorEngines final : public GroupEngines {
 
  private:
   using GroupKey = std::pair<int, std::vector<int>>;  // level, members (communicator ranks)
+  // A host group's windows, or why its members cannot share them; decided on its first call.
+  struct IpcGroup {
+    std::unique_ptr<GroupEngine> engine;
+    std::string why_not;
+  };
 
+  // kHost for a group whose members all share a host.
+  GroupLevel level_of(const std::vector<int>& members, GroupLevel level) const;
   EngineFacts facts(bool device_buffers, GroupLevel level, int some_member) const;
+  IpcGroup set_up_ipc(const CollectiveContext& group, const std::vector<int>& members) const;
 
-  std::string setting_;
+  EngineOptions options_;
   std::vector<Locality> localities_;
   EngineStore store_;
-  std::chrono::milliseconds timeout_;
   std::mutex mutex_;
+  std::map<GroupKey, IpcGroup> ipc_;
   std::map<GroupKey, std::string> group_why_not_nccl_;  // the groups' agreements, once each
   std::map<GroupKey, std::unique_ptr<GroupEngine>> nccl_;
 };

@@ -21,7 +21,7 @@ constexpr V kShapingModes[] = {"1", "0", "one-network"};
 constexpr V kUcxTlsAliases[] = {"UCX_TLS"};
 constexpr V kUcxNetDevicesAliases[] = {"UCX_NET_DEVICES"};
 constexpr V kReduceIsas[] = {"auto", "portable", "avx2"};
-constexpr V kGroupEngines[] = {"auto", "ring", "blockwise", "nccl"};
+constexpr V kGroupEngines[] = {"auto", "ring", "blockwise", "ipc", "nccl"};
 constexpr V kLogLevels[] = {"trace", "debug", "info", "warn", "error", "critical", "off"};
 
 constexpr std::int64_t kKiB = 1024;
@@ -178,11 +178,18 @@ constexpr SettingSpec kTable[] = {
           "`allreduce=hier,broadcast=tree`; `auto`: the cost model picks"),
     choice(S::kGroupEngine, "HOLMES_GROUP_ENGINE", Scope::kAgreed, "collectives", "auto",
            kGroupEngines,
-           "what carries a hierarchical collective inside each host and island: `auto` (NCCL for "
-           "device buffers where Holmes has NCCL and a GPU, else `ring`), `ring` (Holmes's own), "
+           "what carries device buffers inside each host and island (a hierarchical "
+           "collective's groups, or a whole one-island communicator): `auto` (`ipc` inside a "
+           "host where every member maps the others' memory, else NCCL where Holmes has NCCL "
+           "and a GPU, else `ring`), `ring` (Holmes's own, staged through pinned memory), "
            "`blockwise` (each block reduced to its owner and broadcast from it, NCCL's "
-           "decomposition over Holmes's transports), `nccl` (device buffers; HM_ERR_UNSUPPORTED "
-           "without NCCL); host buffers run on Holmes's own engines"),
+           "decomposition over Holmes's transports; host buffers too), `ipc` (inside a host, "
+           "device to device through CUDA IPC; HM_ERR_UNSUPPORTED where the members cannot map "
+           "each other's memory), `nccl` (HM_ERR_UNSUPPORTED without NCCL)"),
+    integer(S::kIpcWindowBytes, "HOLMES_IPC_WINDOW_BYTES", Scope::kAgreed, "collectives",
+            "67108864", 64 * kKiB, 4096 * kMiB,
+            "device memory each rank shares with the others of its host for the `ipc` engine "
+            "(two halves, each holding one round of a phase): larger windows take fewer rounds"),
     typed(S::kCostShm, "HOLMES_COST_SHM", T::kLink, Scope::kAgreed, "cost model", "10,4",
           "the same-host tier over shared memory, as `latency_us,GB/s`; set, it wins over the "
           "probe and the topology file"),

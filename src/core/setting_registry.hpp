@@ -62,6 +62,7 @@ enum class Setting : std::uint8_t {
   kChunkBytes,
   kAlgo,
   kGroupEngine,
+  kIpcWindowBytes,
   kCostShm,
   kCostHostTcp,
   kCostIslandRdma,

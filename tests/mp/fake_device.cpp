@@ -1,11 +1,15 @@
 #include "fake_device.hpp"
 
+#include <fcntl.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
+#include <cstdlib>
 #include <cstring>
+#include <string>
 
 #include "core/reduce.hpp"
 #include "core/status.hpp"
@@ -55,6 +59,11 @@ class FakeGate final : public DeviceMemory::StreamGate {
   };
   std::shared_ptr<State> state_ = std::make_shared<State>();
 };
+
+std::size_t page_rounded(std::size_t bytes) {
+  const auto page = static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
+  return std::max<std::size_t>(page, (bytes + page - 1) / page * page);
+}
 
 }  // namespace
 
@@ -124,26 +133,32 @@ template <typename Body>
 void FakeDeviceMemory::with_access(std::initializer_list<const void*> pointers, Body body) {
   std::lock_guard lock(mutex_);
   std::vector<const Region*> opened;
+  bool peer = false;
   for (const void* p : pointers) {
     const Region* r = find(p);
     if (r == nullptr) fail(HM_ERR_INTERNAL, "fake device: {} is not device memory", p);
     if (std::find(opened.begin(), opened.end(), r) == opened.end()) {
       ::mprotect(r->base, r->bytes, PROT_READ | PROT_WRITE);
       opened.push_back(r);
+      peer = peer || r->peer;
     }
   }
   body();
   for (const Region* r : opened) ::mprotect(r->base, r->bytes, PROT_NONE);
+  if (peer) ++peer_accesses_;
 }
 
 void FakeDeviceMemory::to_host(void* host, const void* device, std::size_t bytes) {
   with_access({device}, [&] { std::memcpy(host, device, bytes); });
+  std::lock_guard lock(mutex_);
+  ++host_copies_;
 }
 
 void FakeDeviceMemory::from_host(void* device, const void* host, std::size_t bytes) {
   with_access({device}, [&] { std::memcpy(device, host, bytes); });
   std::lock_guard lock(mutex_);
   ++copies_in_;
+  ++host_copies_;
 }
 
 void FakeDeviceMemory::copy(void* device_dst, const void* device_src, std::size_t bytes) {
@@ -162,22 +177,71 @@ void FakeDeviceMemory::finalize_average(hm_dtype_t dtype, void* data, std::size_
   with_access({data}, [&] { holmes::finalize_average(dtype, data, count, nranks); });
 }
 
-std::shared_ptr<std::byte> FakeDeviceMemory::allocate(std::size_t bytes) {
-  const auto page = static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
-  const std::size_t length = std::max<std::size_t>(page, (bytes + page - 1) / page * page);
-  void* base = ::mmap(nullptr, length, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (base == MAP_FAILED) fail(HM_ERR_OUT_OF_MEMORY, "fake device: mmap of {} bytes", length);
+std::shared_ptr<std::byte> FakeDeviceMemory::adopt(void* base, std::size_t length, bool peer,
+                                                   std::function<void()> after_unmap) {
   {
     std::lock_guard lock(mutex_);
-    regions_.push_back({static_cast<std::byte*>(base), length});
+    regions_.push_back({static_cast<std::byte*>(base), length, peer});
   }
-  return std::shared_ptr<std::byte>(static_cast<std::byte*>(base), [this, length](std::byte* p) {
-    std::lock_guard lock(mutex_);
-    regions_.erase(std::remove_if(regions_.begin(), regions_.end(),
-                                  [p](const Region& r) { return r.base == p; }),
-                   regions_.end());
-    ::munmap(p, length);
-  });
+  return std::shared_ptr<std::byte>(
+      static_cast<std::byte*>(base), [this, length, after = std::move(after_unmap)](std::byte* p) {
+        {
+          std::lock_guard lock(mutex_);
+          regions_.erase(std::remove_if(regions_.begin(), regions_.end(),
+                                        [p](const Region& r) { return r.base == p; }),
+                         regions_.end());
+        }
+        ::munmap(p, length);
+        if (after) after();
+      });
+}
+
+std::shared_ptr<std::byte> FakeDeviceMemory::allocate(std::size_t bytes) {
+  const std::size_t length = page_rounded(bytes);
+  void* base = ::mmap(nullptr, length, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (base == MAP_FAILED) fail(HM_ERR_OUT_OF_MEMORY, "fake device: mmap of {} bytes", length);
+  return adopt(base, length, false, nullptr);
+}
+
+DeviceMemory::SharedMemory FakeDeviceMemory::allocate_shared(std::size_t bytes) {
+  // A rank whose device cannot share (the tests of the group's agreement).
+  const char* unshared = std::getenv("HOLMES_TEST_UNSHARED_RANK");
+  const char* rank = std::getenv("HOLMES_RANK");
+  if (unshared != nullptr && rank != nullptr && std::string(unshared) == rank) {
+    fail(HM_ERR_UNSUPPORTED, "fake device: rank {} shares no memory (HOLMES_TEST_UNSHARED_RANK)",
+         rank);
+  }
+  const std::size_t length = page_rounded(bytes);
+  const int fd = ::memfd_create("holmes-fake-device", MFD_CLOEXEC);
+  if (fd < 0) fail(HM_ERR_UNSUPPORTED, "fake device: memfd_create: {}", std::strerror(errno));
+  if (::ftruncate(fd, static_cast<off_t>(length)) != 0) {
+    ::close(fd);
+    fail(HM_ERR_OUT_OF_MEMORY, "fake device: ftruncate of {} bytes", length);
+  }
+  void* base = ::mmap(nullptr, length, PROT_NONE, MAP_SHARED, fd, 0);
+  if (base == MAP_FAILED) {
+    ::close(fd);
+    fail(HM_ERR_OUT_OF_MEMORY, "fake device: mmap of {} shared bytes", length);
+  }
+  // The descriptor stays open while the memory lives: it is what peers open.
+  return {adopt(base, length, false, [fd] { ::close(fd); }),
+          std::to_string(::getpid()) + ":" + std::to_string(fd)};
+}
+
+std::shared_ptr<std::byte> FakeDeviceMemory::open_shared(const std::string& handle,
+                                                         std::size_t bytes) {
+  const auto colon = handle.find(':');
+  if (colon == std::string::npos) {
+    fail(HM_ERR_INVALID_ARGUMENT, "fake device: handle '{}' is not <pid>:<fd>", handle);
+  }
+  const std::string path = "/proc/" + handle.substr(0, colon) + "/fd/" + handle.substr(colon + 1);
+  const int fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
+  if (fd < 0) fail(HM_ERR_UNSUPPORTED, "fake device: open {}: {}", path, std::strerror(errno));
+  const std::size_t length = page_rounded(bytes);
+  void* base = ::mmap(nullptr, length, PROT_NONE, MAP_SHARED, fd, 0);
+  ::close(fd);
+  if (base == MAP_FAILED) fail(HM_ERR_UNSUPPORTED, "fake device: mmap of {}", path);
+  return adopt(base, length, true, nullptr);
 }
 
 std::shared_ptr<std::byte> FakeDeviceMemory::allocate_host(std::size_t bytes) {
@@ -188,6 +252,16 @@ std::shared_ptr<std::byte> FakeDeviceMemory::allocate_host(std::size_t bytes) {
 std::size_t FakeDeviceMemory::copies_in() const {
   std::lock_guard lock(mutex_);
   return copies_in_;
+}
+
+std::size_t FakeDeviceMemory::host_copies() const {
+  std::lock_guard lock(mutex_);
+  return host_copies_;
+}
+
+std::size_t FakeDeviceMemory::peer_accesses() const {
+  std::lock_guard lock(mutex_);
+  return peer_accesses_;
 }
 
 std::size_t FakeDeviceMemory::device_reductions() const {

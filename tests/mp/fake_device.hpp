@@ -57,6 +57,11 @@ class FakeDeviceMemory final : public DeviceMemory {
   void finalize_average(hm_dtype_t dtype, void* data, std::size_t count, int nranks) override;
   std::shared_ptr<std::byte> allocate(std::size_t bytes) override;
   std::shared_ptr<std::byte> allocate_host(std::size_t bytes) override;
+  // Shared "device" memory is a memfd that peers open through /proc/<pid>/fd, as CUDA IPC maps
+  // a peer's allocation; the handle is "<pid>:<fd>".
+  bool can_share() const override { return true; }
+  SharedMemory allocate_shared(std::size_t bytes) override;
+  std::shared_ptr<std::byte> open_shared(const std::string& handle, std::size_t bytes) override;
   // `stream` is a FakeStream*.
   std::unique_ptr<StreamPoint> mark(void* stream) override;
   std::unique_ptr<StreamGate> make_gate() override;
@@ -64,12 +69,21 @@ class FakeDeviceMemory final : public DeviceMemory {
   // Operations counted, so tests can check that the device path was really taken.
   std::size_t copies_in() const;
   std::size_t device_reductions() const;
+  // Copies between device and host memory, either way (staging).
+  std::size_t host_copies() const;
+  // Copies and reductions that touched memory mapped from a peer process (open_shared).
+  std::size_t peer_accesses() const;
 
  private:
   struct Region {
     std::byte* base;
     std::size_t bytes;
+    bool peer = false;  // mapped from another process
   };
+  // Registers a fresh mapping as device memory, released (unregistered, unmapped, then
+  // `after_unmap`) when the last owner lets go.
+  std::shared_ptr<std::byte> adopt(void* base, std::size_t length, bool peer,
+                                   std::function<void()> after_unmap);
   // Opens the regions holding `pointers` for the duration of `body`.
   template <typename Body>
   void with_access(std::initializer_list<const void*> pointers, Body body);
@@ -79,6 +93,8 @@ class FakeDeviceMemory final : public DeviceMemory {
   std::vector<Region> regions_;
   std::size_t copies_in_ = 0;
   std::size_t reductions_ = 0;
+  std::size_t host_copies_ = 0;
+  std::size_t peer_accesses_ = 0;
 };
 
 }  // namespace holmes::test

@@ -272,6 +272,92 @@ TEST(DevicePointToPoint, SendAndReceiveDeviceBuffers) {
   EXPECT_EQ(std::count(values.begin(), values.end(), from), static_cast<long>(kCount));
 }
 
+// Inside one host the ipc engine moves device buffers device to device: the ranks map each
+// other's windows (the fake: memfd windows opened through /proc/<pid>/fd, as CUDA IPC maps a
+// peer's allocation), so an allreduce, reduce-scatter or allgather makes no copy through host
+// memory and reads the peers' memory directly. (The per-peer report is each rank's own view, so
+// it says ipc even where another member cannot share.)
+TEST(SameHostDevicePath, NoHostCopyAndPeersReadDirectly) {
+  auto& comm = world();
+  const int n = comm.size();
+  const int r = comm.rank();
+  if (fake == nullptr) GTEST_SKIP() << "counts the fake device's copies (a real device runs)";
+  if (n == 1) GTEST_SKIP() << "one rank moves nothing";
+  for (int peer = 0; peer < n; ++peer) {
+    const std::string engine = comm.peer_transport(peer).engine;
+    if (peer != r && engine != "ipc") {
+      GTEST_SKIP() << "peer " << peer << " is reached through " << engine << ", not ipc";
+    }
+  }
+  // Odd, so the blocks are uneven.
+  constexpr std::size_t kCount = 300007;
+  const auto nn = static_cast<std::size_t>(n);
+  auto value = [](int rank, std::size_t i) {
+    return static_cast<float>((rank + 1) * static_cast<int>(i % 13 + 1));
+  };
+  auto as_bytes = [](const std::vector<float>& v) {
+    const auto* b = reinterpret_cast<const std::byte*>(v.data());
+    return std::vector<std::byte>(b, b + v.size() * sizeof(float));
+  };
+  auto as_floats = [](const DeviceBuffer& d) {
+    const auto bytes = download(d);
+    std::vector<float> v(bytes.size() / sizeof(float));
+    std::memcpy(v.data(), bytes.data(), bytes.size());
+    return v;
+  };
+  const float ranks_sum = static_cast<float>(n * (n + 1) / 2);
+  // With HOLMES_TEST_UNSHARED_RANK one rank's fake device refuses to share its memory: the
+  // group agrees to stage on the ring instead, every member, and the results stay exact.
+  const bool shared = std::getenv("HOLMES_TEST_UNSHARED_RANK") == nullptr;
+  // Runs `call` and checks that it copied nothing through host memory and read the peers' (or,
+  // where one rank cannot share, the other way round).
+  auto device_to_device = [&](const char* what, auto call) {
+    const std::size_t copies = fake->host_copies();
+    const std::size_t peers = fake->peer_accesses();
+    call();
+    if (shared) {
+      EXPECT_EQ(fake->host_copies(), copies) << what << " copied through host memory";
+      EXPECT_GT(fake->peer_accesses(), peers) << what << " read no peer's memory";
+    } else {
+      EXPECT_GT(fake->host_copies(), copies) << what << " was not staged";
+      EXPECT_EQ(fake->peer_accesses(), peers) << what << " read a peer's memory";
+    }
+  };
+
+  std::vector<float> input(nn * kCount);
+  for (std::size_t i = 0; i < input.size(); ++i) input[i] = value(r, i);
+  auto send = upload(as_bytes(input));
+  auto recv = upload(std::vector<std::byte>(nn * kCount * sizeof(float)));
+
+  device_to_device("allreduce",
+                   [&] { comm.allreduce(send.get(), recv.get(), kCount, HM_FLOAT32, HM_SUM); });
+  auto got = as_floats(recv);
+  std::size_t wrong = 0;
+  for (std::size_t i = 0; i < kCount; ++i) wrong += got[i] != ranks_sum * value(0, i);
+  EXPECT_EQ(wrong, 0u) << "allreduce";
+
+  device_to_device("reduce_scatter", [&] {
+    comm.reduce_scatter(send.get(), recv.get(), kCount, HM_FLOAT32, HM_SUM);
+  });
+  got = as_floats(recv);
+  wrong = 0;
+  for (std::size_t i = 0; i < kCount; ++i) {
+    wrong += got[i] != ranks_sum * value(0, static_cast<std::size_t>(r) * kCount + i);
+  }
+  EXPECT_EQ(wrong, 0u) << "reduce_scatter";
+
+  device_to_device("allgather",
+                   [&] { comm.allgather(send.get(), recv.get(), kCount, HM_FLOAT32); });
+  got = as_floats(recv);
+  wrong = 0;
+  for (std::size_t j = 0; j < nn; ++j) {
+    for (std::size_t i = 0; i < kCount; ++i) {
+      wrong += got[j * kCount + i] != value(static_cast<int>(j), i);
+    }
+  }
+  EXPECT_EQ(wrong, 0u) << "allgather";
+}
+
 TEST(DeviceArguments, MixedHostAndDeviceBuffersAreRefused) {
   auto& comm = world();
   auto device = upload(std::vector<std::byte>(64));

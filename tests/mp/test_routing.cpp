@@ -18,6 +18,7 @@
 
 #include "check_data.hpp"
 #include "collectives/engine/nccl_engine.hpp"
+#include "core/cuda/memory.hpp"
 #include "core/dtype.hpp"
 #include "core/log.hpp"
 #include "transports/kinds.hpp"
@@ -89,17 +90,20 @@ TEST(RoutingTest, EveryPeerReportsItsDeviceEngine) {
   const int r = comm.rank();
   const char* forced = std::getenv("HOLMES_GROUP_ENGINE");
   const std::string setting = forced != nullptr && *forced != 0 ? forced : "auto";
-  const std::string in_group = setting == "blockwise" ? "blockwise"
-                               : setting == "ring"    ? "ring"
-                               : nccl_usable()        ? "nccl"
-                                                      : "ring";
+  // This process's device memory shares through CUDA IPC wherever a device is usable.
+  const bool shares = cuda_device_available();
+  auto in_group = [&](int peer) -> std::string {
+    if (setting == "blockwise" || setting == "ring") return setting;
+    if (host_of(peer) == host_of(r) && shares && setting != "nccl") return "ipc";
+    return setting != "ipc" && nccl_usable() ? "nccl" : "ring";
+  };
   hm_comm_t c = nullptr;
   ASSERT_EQ(hm_init_from_env(&c), HM_SUCCESS) << hm_last_error_message();
   for (int peer = 0; peer < comm.size(); ++peer) {
     const auto link = comm.peer_transport(peer);
     const std::string expected = peer == r                         ? "self"
                                  : island_of(peer) != island_of(r) ? "lanes"
-                                                                   : in_group;
+                                                                   : in_group(peer);
     EXPECT_EQ(link.engine, expected) << "peer " << peer << ": " << link.engine_reason;
     EXPECT_FALSE(link.engine_reason.empty());
     if (peer != r && island_of(peer) == island_of(r) && setting == "auto") {

@@ -16,8 +16,8 @@
 namespace holmes::detail {
 namespace {
 
-EngineFacts facts(std::string setting, bool device, GroupLevel level, std::string fabric,
-                  bool nccl) {
+EngineFacts facts(std::string setting, bool device, GroupLevel level, std::string fabric, bool nccl,
+                  bool ipc = false) {
   EngineFacts f;
   f.setting = std::move(setting);
   f.device_buffers = device;
@@ -25,6 +25,8 @@ EngineFacts facts(std::string setting, bool device, GroupLevel level, std::strin
   f.fabric = std::move(fabric);
   f.nccl_usable = nccl;
   f.nccl_why_not = nccl ? "" : "Holmes was built without NCCL (HOLMES_WITH_NCCL)";
+  f.ipc_usable = ipc;
+  f.ipc_why_not = ipc ? "" : "rank 3 cannot share device memory: no device in this process";
   return f;
 }
 
@@ -47,6 +49,44 @@ TEST(GroupEngineChoice, DeviceBuffersTakeNcclWhereItRuns) {
   const auto host = choose_group_engine(facts("auto", true, GroupLevel::kHost, "", true));
   EXPECT_EQ(host.kind, EngineKind::kNccl);
   EXPECT_NE(host.reason.find("inside a host"), std::string::npos) << host.reason;
+}
+
+TEST(GroupEngineChoice, InsideAHostDeviceBuffersTakeIpcWhereEveryMemberMapsTheOthers) {
+  for (bool nccl : {false, true}) {
+    const auto c = choose_group_engine(facts("auto", true, GroupLevel::kHost, "ib", nccl, true));
+    EXPECT_EQ(c.kind, EngineKind::kIpc);
+    EXPECT_NE(c.reason.find("no host copy"), std::string::npos) << c.reason;
+    // Across hosts the windows cannot be mapped: NCCL or the ring, whatever this process can do.
+    EXPECT_EQ(choose_group_engine(facts("auto", true, GroupLevel::kIsland, "ib", nccl, true)).kind,
+              nccl ? EngineKind::kNccl : EngineKind::kRing);
+  }
+  // A host whose members cannot map each other: NCCL where it runs, else the ring, saying both.
+  EXPECT_EQ(choose_group_engine(facts("auto", true, GroupLevel::kHost, "", true, false)).kind,
+            EngineKind::kNccl);
+  const auto ring = choose_group_engine(facts("auto", true, GroupLevel::kHost, "", false, false));
+  EXPECT_EQ(ring.kind, EngineKind::kRing);
+  EXPECT_NE(ring.reason.find("no IPC: rank 3 cannot share"), std::string::npos) << ring.reason;
+  EXPECT_NE(ring.reason.find("no NCCL"), std::string::npos) << ring.reason;
+  // Host buffers never take it.
+  EXPECT_EQ(choose_group_engine(facts("auto", false, GroupLevel::kHost, "", false, true)).kind,
+            EngineKind::kRing);
+}
+
+TEST(GroupEngineChoice, ForcedIpcRunsInsideHostsAndRefusesWhereTheyCannotMap) {
+  EXPECT_EQ(choose_group_engine(facts("ipc", true, GroupLevel::kHost, "", false, true)).kind,
+            EngineKind::kIpc);
+  const auto island =
+      choose_group_engine(facts("ipc", true, GroupLevel::kIsland, "ib", true, true));
+  EXPECT_EQ(island.kind, EngineKind::kRing);
+  EXPECT_NE(island.reason.find("inside a host"), std::string::npos) << island.reason;
+  try {
+    choose_group_engine(facts("ipc", true, GroupLevel::kHost, "", true, false));
+    ADD_FAILURE() << "expected HM_ERR_UNSUPPORTED";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.status(), HM_ERR_UNSUPPORTED);
+    EXPECT_NE(std::string(e.what()).find("HOLMES_GROUP_ENGINE=ipc"), std::string::npos);
+    EXPECT_NE(std::string(e.what()).find("rank 3 cannot share"), std::string::npos);
+  }
 }
 
 TEST(GroupEngineChoice, WithoutNcclDeviceBuffersStageOnTheRingAndSayWhy) {
@@ -103,25 +143,27 @@ struct MemoryStore {
   }
 };
 
+const std::string kRefusal = "NCCL does not run";
+
 TEST(GroupEngineAgreement, NcclRunsForTheGroupOnlyWhereItRunsForEveryMember) {
   const std::vector<int> members = {4, 6, 9};
   MemoryStore store;
   store.values["g/usable/0"] = "yes";
   store.values["g/usable/2"] = "yes";
-  EXPECT_EQ(why_not_nccl_for_group(store.view(), "g", members, 1, true, ""), "");
+  EXPECT_EQ(why_not_for_group(store.view(), "g", members, 1, true, "", kRefusal), "");
   EXPECT_EQ(store.values["g/usable/1"], "yes");
 
   // Rank 9 has no libnccl: every member learns it, the one with NCCL included.
   store.values["g/usable/2"] = "no: libnccl.so.2 is not on the loader's path";
-  const std::string why = why_not_nccl_for_group(store.view(), "g", members, 1, true, "");
-  EXPECT_NE(why.find("rank 9"), std::string::npos) << why;
+  const std::string why = why_not_for_group(store.view(), "g", members, 1, true, "", kRefusal);
+  EXPECT_NE(why.find("NCCL does not run for rank 9"), std::string::npos) << why;
   EXPECT_NE(why.find("libnccl.so.2 is not on the loader's path"), std::string::npos) << why;
 
   // This member cannot run NCCL: it says so before it reads the others, so they do not wait.
   MemoryStore alone;
   alone.values["h/usable/0"] = "yes";
-  const std::string mine =
-      why_not_nccl_for_group(alone.view(), "h", {0, 1}, 1, false, "no usable CUDA device: none");
+  const std::string mine = why_not_for_group(alone.view(), "h", {0, 1}, 1, false,
+                                             "no usable CUDA device: none", kRefusal);
   EXPECT_EQ(alone.values["h/usable/1"], "no: no usable CUDA device: none");
   EXPECT_NE(mine.find("rank 1"), std::string::npos) << mine;
 }
@@ -129,7 +171,7 @@ TEST(GroupEngineAgreement, NcclRunsForTheGroupOnlyWhereItRunsForEveryMember) {
 TEST(GroupEngineAgreement, AMemberThatNeverSaysTimesOut) {
   MemoryStore store;
   try {
-    why_not_nccl_for_group(store.view(), "g", {0, 1}, 0, true, "");
+    why_not_for_group(store.view(), "g", {0, 1}, 0, true, "", kRefusal);
     ADD_FAILURE() << "expected the store's timeout";
   } catch (const Error& e) {
     EXPECT_EQ(e.status(), HM_ERR_TIMEOUT);

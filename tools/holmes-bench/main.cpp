@@ -344,7 +344,8 @@ int main(int argc, char** argv) {
                  "collectives that have it; default auto: the cost model picks per size");
   bool on_device = false;
   app.add_flag("--device", on_device,
-               "run on device (CUDA) buffers: transfers are staged, reductions run on the GPU");
+               "run on device (CUDA) buffers: device to device inside a host (the ipc engine), "
+               "else staged through pinned memory; reductions run on the GPU");
   CLI11_PARSE(app, argc, argv);
 
   std::vector<std::pair<std::string, Coll>> selected;

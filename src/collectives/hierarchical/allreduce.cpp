@@ -89,6 +89,25 @@ void descend(const CollectiveContext& top, const Hierarchy& h, const CostModel& 
       groups[static_cast<std::size_t>(it - group_keys.begin())].push_back(r);
     }
   }
+  const GroupLevel group_level = level == 0 ? GroupLevel::kHost : GroupLevel::kIsland;
+  // One group holding every rank, with device buffers: the group's engine allreduces them when
+  // it is not the ring (CUDA IPC on one host, NCCL on one island), else the levels below do.
+  if (groups.size() == 1 && top.on_device() && ranks.size() > 1) {
+    auto scatter = view(ranks, 2 * static_cast<std::uint64_t>(level));
+    GroupEngine& engine = scatter.group_engine(group_level);
+    if (&engine != &ring_engine()) {
+      const BlockLayout layout(count, scatter.size(), chunk_elements(top, es));
+      std::byte* own = out + layout.block_start(scatter.rank()) * es;
+      // The bottom of the descent: the average divides here, over every rank.
+      turn.run(2 * static_cast<std::uint64_t>(level), [&] {
+        engine.reduce_scatter_blocks(scatter, in, own, layout, dtype, op, top.size());
+      });
+      auto gather = view(ranks, 2 * static_cast<std::uint64_t>(level) + 1);
+      turn.run(2 * static_cast<std::uint64_t>(level) + 1,
+               [&] { engine.allgather_blocks(gather, out, layout, dtype); });
+      return;
+    }
+  }
   // One group (all ranks on one host or island), or one rank in every group (a rank per host or
   // per island): nothing to reduce at this level, and no copy of the input to make for it.
   if (groups.size() == 1 || groups.size() == ranks.size()) {
@@ -121,7 +140,6 @@ void descend(const CollectiveContext& top, const Hierarchy& h, const CostModel& 
   // Sums only on the way down: the average divides once, at the bottom.
   const auto scatter_phase = 2 * static_cast<std::uint64_t>(level);
   auto scatter = view(*mine, scatter_phase);
-  const GroupLevel group_level = level == 0 ? GroupLevel::kHost : GroupLevel::kIsland;
   turn.run(scatter_phase, [&] {
     scatter.group_engine(group_level)
         .reduce_scatter_blocks(scatter, in, out + own_start * es, layout, dtype, op, 0);

@@ -1,0 +1,135 @@
+#include "collectives/engine/ipc_engine.hpp"
+
+#include <algorithm>
+
+#include "collectives/algorithms.hpp"
+#include "core/dtype.hpp"
+#include "core/status.hpp"
+
+namespace holmes {
+namespace {
+
+// Steps a barrier may use (dissemination: log2 of the group's size); round k's barrier uses the
+// k-th range of the phase's steps.
+constexpr std::uint64_t kStepsPerBarrier = 64;
+
+class IpcEngine final : public GroupEngine {
+ public:
+  explicit IpcEngine(IpcWindows windows) : windows_(std::move(windows)) {}
+  std::string_view name() const override { return "ipc"; }
+
+  void reduce_scatter_blocks(CollectiveContext& group, const std::byte* in, std::byte* own_out,
+                             const BlockLayout& layout, hm_dtype_t dtype, hm_op_t op,
+                             int average_over) override {
+    const int n = check_group(group, layout);
+    const int me = group.rank();
+    const std::size_t es = dtype_size(dtype);
+    // Elements of each block per round: every member's slice of every block fits a half window.
+    const std::size_t step = per_round(es * static_cast<std::size_t>(n));
+    const std::size_t rounds = rounds_for(layout, step);
+    for (std::size_t k = 0; k < rounds; ++k) {
+      const std::size_t half = (k % 2) * (windows_.bytes / 2);
+      std::byte* own = windows_.at[static_cast<std::size_t>(me)].get() + half;
+      for (int b = 0; b < n; ++b) {
+        const std::size_t len = slice(layout, b, k, step);
+        if (len == 0) continue;
+        group.copy(own + static_cast<std::size_t>(b) * step * es,
+                   in + (layout.block_start(b) + k * step) * es, len * es);
+      }
+      barrier(group, k);
+      const std::size_t len = slice(layout, me, k, step);
+      if (len == 0) continue;
+      std::byte* dst = own_out + k * step * es;
+      auto source = [&](int p) -> const std::byte* {
+        return windows_.at[static_cast<std::size_t>(p)].get() + half +
+               static_cast<std::size_t>(me) * step * es;
+      };
+      if (n == 1) {
+        group.copy(dst, source(0), len * es);
+      } else {
+        group.reduce(dtype, op, dst, source(0), source(1), len);
+        for (int p = 2; p < n; ++p) group.reduce(dtype, op, dst, dst, source(p), len);
+      }
+      if (op == HM_AVG && average_over > 1) group.finalize_average(dtype, dst, len, average_over);
+    }
+    barrier(group, rounds);
+  }
+
+  void allgather_blocks(CollectiveContext& group, std::byte* buffer, const BlockLayout& layout,
+                        hm_dtype_t dtype) override {
+    const int n = check_group(group, layout);
+    const int me = group.rank();
+    const std::size_t es = dtype_size(dtype);
+    const std::size_t step = per_round(es);
+    const std::size_t rounds = rounds_for(layout, step);
+    for (std::size_t k = 0; k < rounds; ++k) {
+      const std::size_t half = (k % 2) * (windows_.bytes / 2);
+      const std::size_t mine = slice(layout, me, k, step);
+      if (mine > 0) {
+        group.copy(windows_.at[static_cast<std::size_t>(me)].get() + half,
+                   buffer + (layout.block_start(me) + k * step) * es, mine * es);
+      }
+      barrier(group, k);
+      for (int p = 0; p < n; ++p) {
+        const std::size_t len = slice(layout, p, k, step);
+        if (p == me || len == 0) continue;
+        group.copy(buffer + (layout.block_start(p) + k * step) * es,
+                   windows_.at[static_cast<std::size_t>(p)].get() + half, len * es);
+      }
+    }
+    barrier(group, rounds);
+  }
+
+ private:
+  // The group's size, which must be the one the windows were made for, a block per member.
+  int check_group(const CollectiveContext& group, const BlockLayout& layout) const {
+    const int n = group.size();
+    if (static_cast<std::size_t>(n) != windows_.at.size() || layout.blocks() != n) {
+      fail(HM_ERR_INTERNAL, "ipc engine: a group of {} with {} blocks on windows made for {}", n,
+           layout.blocks(), windows_.at.size());
+    }
+    if (!group.on_device()) fail(HM_ERR_INTERNAL, "ipc engine: the buffers are not on a device");
+    return n;
+  }
+
+  // Elements per round when each element takes `bytes_per_element` of a half window.
+  std::size_t per_round(std::size_t bytes_per_element) const {
+    const std::size_t step = windows_.bytes / 2 / bytes_per_element;
+    if (step == 0) {
+      fail(HM_ERR_INVALID_ARGUMENT,
+           "ipc engine: a {}-byte window holds no round of {} bytes per element (raise "
+           "HOLMES_IPC_WINDOW_BYTES)",
+           windows_.bytes, bytes_per_element);
+    }
+    return step;
+  }
+
+  static std::size_t rounds_for(const BlockLayout& layout, std::size_t step) {
+    std::size_t largest = 0;
+    for (int b = 0; b < layout.blocks(); ++b) largest = std::max(largest, layout.block_size(b));
+    return (largest + step - 1) / step;
+  }
+
+  // Elements of block `b` that round `k` carries.
+  static std::size_t slice(const BlockLayout& layout, int b, std::size_t k, std::size_t step) {
+    const std::size_t size = layout.block_size(b);
+    const std::size_t from = std::min(size, k * step);
+    return std::min(size - from, step);
+  }
+
+  // Every member has finished the round before it (its copies in, its reads of the windows).
+  static void barrier(const CollectiveContext& group, std::size_t round) {
+    CollectiveContext at = group.shifted(round * kStepsPerBarrier);
+    dissemination_barrier(at);
+  }
+
+  IpcWindows windows_;
+};
+
+}  // namespace
+
+std::unique_ptr<GroupEngine> make_ipc_engine(IpcWindows windows) {
+  return std::make_unique<IpcEngine>(std::move(windows));
+}
+
+}  // namespace holmes
