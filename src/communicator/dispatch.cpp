@@ -81,12 +81,13 @@ StagingPool& CommunicatorImpl::staging(DeviceMemory& device) {
 bool CommunicatorImpl::takes_group_engine(const CollectiveCall& call,
                                           const DeviceMemory* device) const {
   // Device buffers on a communicator of one island: the hierarchical algorithm, whose one group
-  // runs on its engine (CUDA IPC inside a host, NCCL inside an island), unless the engine is
-  // Holmes's ring anyway or an algorithm is forced. The same on every rank: every rank passes
+  // runs on its engine (CUDA IPC inside a host, NCCL inside an island; a broadcast where the
+  // engine has one, else a chain or tree), unless the engine is Holmes's ring anyway or an
+  // algorithm is forced. The same on every rank: every rank passes
   // device buffers (as with NCCL), and the rest are agreed settings and facts.
-  const bool kind = call.kind == CollectiveKind::kAllreduce ||
-                    call.kind == CollectiveKind::kReduceScatter ||
-                    call.kind == CollectiveKind::kAllgather;
+  const bool kind =
+      call.kind == CollectiveKind::kAllreduce || call.kind == CollectiveKind::kReduceScatter ||
+      call.kind == CollectiveKind::kAllgather || call.kind == CollectiveKind::kBroadcast;
   if (device == nullptr || !kind || size_ < 2 || hierarchy_.islands.size() != 1) return false;
   if (settings_.text(Setting::kGroupEngine) == "ring") return false;
   std::lock_guard lock(algorithm_mutex_);

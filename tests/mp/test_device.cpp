@@ -275,8 +275,8 @@ TEST(DevicePointToPoint, SendAndReceiveDeviceBuffers) {
 // Inside one host the ipc engine moves device buffers device to device: the ranks map each
 // other's windows (the fake: memfd windows opened through /proc/<pid>/fd, as CUDA IPC maps a
 // peer's allocation), so an allreduce, reduce-scatter or allgather makes no copy through host
-// memory and reads the peers' memory directly. (The per-peer report is each rank's own view, so
-// it says ipc even where another member cannot share.)
+// memory and reads the peers' memory directly; so does a broadcast. (The per-peer report is each
+// rank's own view, so it says ipc even where another member cannot share.)
 TEST(SameHostDevicePath, NoHostCopyAndPeersReadDirectly) {
   auto& comm = world();
   const int n = comm.size();
@@ -311,13 +311,13 @@ TEST(SameHostDevicePath, NoHostCopyAndPeersReadDirectly) {
   const bool shared = std::getenv("HOLMES_TEST_UNSHARED_RANK") == nullptr;
   // Runs `call` and checks that it copied nothing through host memory and read the peers' (or,
   // where one rank cannot share, the other way round).
-  auto device_to_device = [&](const char* what, auto call) {
+  auto device_to_device = [&](const char* what, auto call, bool reads_peers = true) {
     const std::size_t copies = fake->host_copies();
     const std::size_t peers = fake->peer_accesses();
     call();
     if (shared) {
       EXPECT_EQ(fake->host_copies(), copies) << what << " copied through host memory";
-      EXPECT_GT(fake->peer_accesses(), peers) << what << " read no peer's memory";
+      if (reads_peers) EXPECT_GT(fake->peer_accesses(), peers) << what << " read no peer's memory";
     } else {
       EXPECT_GT(fake->host_copies(), copies) << what << " was not staged";
       EXPECT_EQ(fake->peer_accesses(), peers) << what << " read a peer's memory";
@@ -356,6 +356,15 @@ TEST(SameHostDevicePath, NoHostCopyAndPeersReadDirectly) {
     }
   }
   EXPECT_EQ(wrong, 0u) << "allgather";
+
+  // Broadcast from the last rank: the others read its window (the root only fills its own).
+  const int root = n - 1;
+  device_to_device(
+      "broadcast", [&] { comm.broadcast(send.get(), kCount, HM_FLOAT32, root); }, r != root);
+  got = as_floats(send);
+  wrong = 0;
+  for (std::size_t i = 0; i < kCount; ++i) wrong += got[i] != value(root, i);
+  EXPECT_EQ(wrong, 0u) << "broadcast";
 }
 
 TEST(DeviceArguments, MixedHostAndDeviceBuffersAreRefused) {

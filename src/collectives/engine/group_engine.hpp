@@ -41,6 +41,12 @@ class GroupEngine {
   // every block.
   virtual void allgather_blocks(CollectiveContext& group, std::byte* buffer,
                                 const BlockLayout& layout, hm_dtype_t dtype) = 0;
+  // `bytes` of `buffer` from position `root` to every position of `group`; false (nothing done)
+  // where the engine has no broadcast of its own and the caller's chain or tree should run.
+  virtual bool broadcast(CollectiveContext& group, std::byte* buffer, std::size_t bytes, int root) {
+    (void)group, (void)buffer, (void)bytes, (void)root;
+    return false;
+  }
 };
 
 // Picks the engine of each group; the communicator's (group_engines.hpp) reaches the collectives

@@ -80,16 +80,41 @@ class IpcEngine final : public GroupEngine {
     barrier(group, rounds);
   }
 
+  bool broadcast(CollectiveContext& group, std::byte* buffer, std::size_t bytes,
+                 int root) override {
+    check_size(group);
+    const int me = group.rank();
+    const std::size_t step = windows_.bytes / 2;
+    const std::size_t rounds = (bytes + step - 1) / step;
+    std::byte* const from = windows_.at[static_cast<std::size_t>(root)].get();
+    for (std::size_t k = 0; k < rounds; ++k) {
+      const std::size_t half = (k % 2) * step;
+      const std::size_t len = std::min(step, bytes - k * step);
+      if (me == root) group.copy(from + half, buffer + k * step, len);
+      barrier(group, k);
+      if (me != root) group.copy(buffer + k * step, from + half, len);
+    }
+    barrier(group, rounds);
+    return true;
+  }
+
  private:
-  // The group's size, which must be the one the windows were made for, a block per member.
-  int check_group(const CollectiveContext& group, const BlockLayout& layout) const {
-    const int n = group.size();
-    if (static_cast<std::size_t>(n) != windows_.at.size() || layout.blocks() != n) {
-      fail(HM_ERR_INTERNAL, "ipc engine: a group of {} with {} blocks on windows made for {}", n,
-           layout.blocks(), windows_.at.size());
+  void check_size(const CollectiveContext& group) const {
+    if (static_cast<std::size_t>(group.size()) != windows_.at.size()) {
+      fail(HM_ERR_INTERNAL, "ipc engine: a group of {} on windows made for {}", group.size(),
+           windows_.at.size());
     }
     if (!group.on_device()) fail(HM_ERR_INTERNAL, "ipc engine: the buffers are not on a device");
-    return n;
+  }
+
+  // The group's size, which must be the one the windows were made for, a block per member.
+  int check_group(const CollectiveContext& group, const BlockLayout& layout) const {
+    check_size(group);
+    if (layout.blocks() != group.size()) {
+      fail(HM_ERR_INTERNAL, "ipc engine: {} blocks for a group of {}", layout.blocks(),
+           group.size());
+    }
+    return group.size();
   }
 
   // Elements per round when each element takes `bytes_per_element` of a half window.

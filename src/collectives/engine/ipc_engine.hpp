@@ -5,7 +5,8 @@
 //                   reduces its own block reading every member's window (members in order, so
 //                   the result is the same on every machine);
 //   allgather       each member copies its block into its window; each member copies every
-//                   other member's block out of that member's window.
+//                   other member's block out of that member's window;
+//   broadcast       the root copies the data into its window, the others copy it out.
 // A window is used in two halves, so a member fills one half while the others still read the
 // other; a barrier of small messages over the group's own links (shared memory on a host) marks
 // each round, and a last one that every member is done reading before any window is reused.

@@ -3,6 +3,7 @@
 // inside each island to its leader, then across the leaders to the root. Each level picks a
 // chain or a tree by the cost model.
 #include "collectives/algorithms.hpp"
+#include "collectives/engine/group_engine.hpp"
 #include "collectives/hierarchical/segments.hpp"
 #include "collectives/pipeline.hpp"
 #include "core/dtype.hpp"
@@ -55,9 +56,17 @@ void hierarchical_broadcast(CollectiveContext& ctx, const Hierarchy& h, const Co
                      h.island[static_cast<std::size_t>(root)]);
   }
   auto inside = ctx.view(island, kSecond);
+  const int inside_root = position_in(island, my_leader);
+  // Device buffers: the island's engine where it has a broadcast (CUDA IPC inside a host).
+  if (inside.on_device() && island.size() > 1 &&
+      inside.group_engine(GroupLevel::kIsland)
+          .broadcast(inside, static_cast<std::byte*>(buffer), count * dtype_size(dtype),
+                     inside_root)) {
+    return;
+  }
   const auto algorithm =
       choose_rooted(model, static_cast<int>(island.size()), bytes, h.same_island, false);
-  rooted_broadcast(inside, algorithm, buffer, count, dtype, position_in(island, my_leader));
+  rooted_broadcast(inside, algorithm, buffer, count, dtype, inside_root);
 }
 
 void hierarchical_reduce(CollectiveContext& ctx, const Hierarchy& h, const CostModel& model,
