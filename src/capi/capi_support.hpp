@@ -7,6 +7,7 @@
 
 #include <cstring>
 #include <map>
+#include <mutex>
 #include <new>
 #include <string>
 #include <utility>
@@ -15,12 +16,23 @@
 #include "core/status.hpp"
 
 struct hm_comm {
-  explicit hm_comm(holmes::Communicator c) : comm(std::move(c)) {
-    // Filled once, so that hm_comm_peer_transport can hand out stable pointers.
-    for (int peer = 0; peer < comm.size(); ++peer) peers.push_back(comm.peer_transport(peer));
+  explicit hm_comm(holmes::Communicator c) : comm(std::move(c)) {}
+  // The per-peer report, filled once, on the first question, so that hm_comm_peer_transport and
+  // hm_comm_peer_engine hand out stable pointers, and so that a communicator nobody asks does not
+  // work it out (whether NCCL runs here loads libnccl).
+  const std::vector<holmes::PeerTransport>& peers() {
+    std::call_once(peers_filled_, [this] {
+      std::vector<holmes::PeerTransport> all;
+      for (int peer = 0; peer < comm.size(); ++peer) all.push_back(comm.peer_transport(peer));
+      peers_ = std::move(all);
+    });
+    return peers_;
   }
   holmes::Communicator comm;
-  std::vector<holmes::PeerTransport> peers;
+
+ private:
+  std::once_flag peers_filled_;
+  std::vector<holmes::PeerTransport> peers_;
 };
 
 struct hm_request {

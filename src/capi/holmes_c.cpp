@@ -200,7 +200,7 @@ hm_status_t hm_comm_peer_transport(hm_comm_t comm, int peer, const char** transp
     require_out(reason, "reason");
     const auto& c = comm_of(comm);
     holmes::require(peer >= 0 && peer < c.size(), "peer {} is outside [0, {})", peer, c.size());
-    const auto& p = comm->peers[static_cast<std::size_t>(peer)];
+    const auto& p = comm->peers()[static_cast<std::size_t>(peer)];
     *transport = p.transport.c_str();
     *reason = p.reason.c_str();
   });
@@ -213,7 +213,7 @@ hm_status_t hm_comm_peer_engine(hm_comm_t comm, int peer, const char** engine,
     require_out(reason, "reason");
     const auto& c = comm_of(comm);
     holmes::require(peer >= 0 && peer < c.size(), "peer {} is outside [0, {})", peer, c.size());
-    const auto& p = comm->peers[static_cast<std::size_t>(peer)];
+    const auto& p = comm->peers()[static_cast<std::size_t>(peer)];
     *engine = p.engine.c_str();
     *reason = p.engine_reason.c_str();
   });
