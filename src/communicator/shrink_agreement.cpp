@@ -16,7 +16,6 @@ namespace {
 constexpr std::chrono::milliseconds kLongestPoll{50};
 // A value this rank reads right after seeing its counter raised: it was set before the counter.
 constexpr std::chrono::milliseconds kWrittenBefore{5000};
-constexpr std::chrono::milliseconds kNoPause{0};
 
 }  // namespace
 
@@ -60,10 +59,10 @@ std::set<int> ShrinkAgreement::parse_ranks(const std::string& text, int size,
 
 bool ShrinkAgreement::await_counted(Rendezvous& store, const std::string& key,
                                     const Deadline& deadline, std::chrono::milliseconds poll) {
+  GrowingPause pause(poll, kLongestPoll);
   while (!store.counted(key)) {
     if (deadline.expired()) return false;
-    std::this_thread::sleep_for(std::min(poll, std::max(deadline.remaining(), kNoPause)));
-    poll = std::min(poll * 2, kLongestPoll);
+    pause.sleep(deadline);
   }
   return true;
 }
@@ -81,7 +80,7 @@ std::set<int> ShrinkAgreement::decide(int round, const std::set<int>& out,
   std::set<int> left = out;  // every view read so far
   std::vector<bool> seen(static_cast<std::size_t>(size), false);
   seen[static_cast<std::size_t>(rank)] = true;
-  auto pause = options_.poll;
+  GrowingPause pause(options_.poll, kLongestPoll);
   while (!decided()) {
     const std::set<int> suspects = suspected();
     const auto waited = Clock::now() - start;
@@ -100,8 +99,7 @@ std::set<int> ShrinkAgreement::decide(int round, const std::set<int>& out,
       waiting = waiting || waited < limit;
     }
     if (!waiting) break;
-    std::this_thread::sleep_for(pause);
-    pause = std::min(pause * 2, kLongestPoll);
+    pause.sleep();
   }
 
   // The first to finish waiting proposes; the store orders the adds, so there is one proposal.

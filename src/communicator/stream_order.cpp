@@ -38,7 +38,7 @@ void CommunicatorImpl::clear_cuda_stream() noexcept { cuda_stream_.reset(); }
 
 void CommunicatorImpl::wait_for_stream(DeviceMemory::StreamPoint& point, const char* what) const {
   const Deadline deadline = Deadline::after(timeout_);
-  auto pause = kFirstPoll;
+  GrowingPause pause(kFirstPoll, kLongestPoll);
   while (!point.reached()) {
     check_usable();  // aborted or failed meanwhile: give up at once
     if (deadline.expired()) {
@@ -47,8 +47,7 @@ void CommunicatorImpl::wait_for_stream(DeviceMemory::StreamPoint& point, const c
            "within {} ms",
            what, rank_, timeout_.count());
     }
-    std::this_thread::sleep_for(pause);
-    pause = std::min(pause * 2, std::chrono::duration_cast<decltype(pause)>(kLongestPoll));
+    pause.sleep(deadline);
   }
 }
 

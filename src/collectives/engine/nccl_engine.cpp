@@ -286,15 +286,14 @@ class NcclEngine final : public GroupEngine {
   template <typename Done>
   void poll_until(const char* what, Done done) {
     const Deadline deadline = Deadline::after(setup_.timeout);
-    auto pause = std::chrono::microseconds(10);
+    GrowingPause pause(std::chrono::microseconds(10), std::chrono::microseconds(1000));
     while (!done()) {
       if (deadline.expired()) {
         healthy_ = false;
         fail(HM_ERR_TIMEOUT, "nccl engine: {} did not finish within {} ms", what,
              setup_.timeout.count());
       }
-      std::this_thread::sleep_for(pause);
-      pause = std::min(pause * 2, std::chrono::microseconds(1000));
+      pause.sleep(deadline);
     }
   }
 
