@@ -150,7 +150,9 @@ TEST(ShapingProcessesTest, AllreduceAcrossHostsIsExactAndHeldToTheHostsRate) {
                                           *std::min_element(starts.begin(), starts.end())) /
                       1e9;
   if (r == 0) std::printf("allreduce of 4 MiB (int32) over 4 ranks: %.3f s\n", span);
-  if (shaping_expected()) EXPECT_GE(span, kBytes / kHostRate);
+  if (shaping_expected()) {
+    EXPECT_GE(span, kBytes / kHostRate);
+  }
 }
 
 TEST(ShapingProcessesTest, SplitCommunicatorsAreShapedTheSameWay) {
@@ -174,7 +176,9 @@ TEST(ShapingProcessesTest, SplitCommunicatorsAreShapedTheSameWay) {
     pair.send(data.data(), kSplitBytes, HM_UINT8, peer);
     const double elapsed = seconds_since(start);
     std::printf("split: 1 MiB to the other host in %.3f s\n", elapsed);
-    if (shaping_expected()) EXPECT_GE(elapsed, kSplitBytes / kRankRate);
+    if (shaping_expected()) {
+      EXPECT_GE(elapsed, kSplitBytes / kRankRate);
+    }
   } else {
     std::vector<unsigned char> got(kSplitBytes, 0);
     pair.recv(got.data(), kSplitBytes, HM_UINT8, peer);

@@ -228,7 +228,8 @@ TEST(UcxTransport, PeersOnOtherHostsGetNoSharedMemoryLanes) {
 // that choice.
 TEST(UcxTransport, UserTransportListWinsForPeersOnOtherHosts) {
   ScopedEnv tls("UCX_TLS", nullptr);
-  auto endpoints = job(2, "secret", /*same_host_peers=*/false, {.tls = "sm,self"});
+  auto endpoints =
+      job(2, "secret", /*same_host_peers=*/false, {.tls = "sm,self", .net_devices = std::nullopt});
   ASSERT_TRUE(ends(endpoints[0]->connect_all()));
   const auto description = endpoints[0]->link(1).description;
   EXPECT_NE(description.find("memory"), std::string::npos) << description;
