@@ -7,6 +7,10 @@
 #include "core/status.hpp"
 
 namespace holmes::detail {
+namespace {
+// CPU numbers a card may name (Linux allows up to 8192).
+constexpr int kMostCpus = 1 << 16;
+}  // namespace
 
 bool PeerCard::can(TransportKind kind) const {
   return std::find(available.begin(), available.end(), kind) != available.end();
@@ -23,6 +27,8 @@ std::string PeerCard::encode() const {
   j["host"] = locality.host;
   j["island"] = locality.island;
   j["fabric"] = locality.fabric;
+  j["machine"] = locality.machine;
+  j["cpus"] = locality.cpus;
   j["available"] = nlohmann::json::array();
   for (auto kind : available) j["available"].push_back(transport_name(kind));
   j["forced"] = forced ? transport_name(*forced) : "auto";
@@ -40,6 +46,14 @@ PeerCard PeerCard::decode(std::string_view text, int rank) {
     card.locality.host = j.at("host").get<std::string>();
     card.locality.island = j.at("island").get<std::string>();
     card.locality.fabric = j.at("fabric").get<std::string>();
+    card.locality.machine = j.at("machine").get<std::string>();
+    card.locality.cpus = j.at("cpus").get<std::vector<int>>();
+    for (int cpu : card.locality.cpus) {
+      if (cpu < 0 || cpu >= kMostCpus) {
+        fail(HM_ERR_TRANSPORT, "rank {} published a peer card with CPU {} (expected [0, {}))", rank,
+             cpu, kMostCpus);
+      }
+    }
     for (const auto& name : j.at("available")) {
       if (auto kind = transport_from_name(name.get<std::string>())) card.available.push_back(*kind);
     }

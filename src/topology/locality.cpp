@@ -1,9 +1,13 @@
 #include "topology/locality.hpp"
 
+#include <sched.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <map>
+#include <set>
 
 #include "core/status.hpp"
 
@@ -27,7 +31,40 @@ std::string machine_id() {
   return boot.empty() ? std::string(name) : std::string(name) + "/" + boot.substr(0, 8);
 }
 
+// The CPUs this process may run on; empty if the kernel does not say.
+std::vector<int> affinity_cpus() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  std::vector<int> cpus;
+  if (::sched_getaffinity(0, sizeof(set), &set) != 0) return cpus;
+  for (int c = 0; c < CPU_SETSIZE; ++c) {
+    if (CPU_ISSET(c, &set)) cpus.push_back(c);
+  }
+  return cpus;
+}
+
 }  // namespace
+
+double ranks_per_core(const std::vector<Locality>& localities) {
+  struct Machine {
+    int ranks = 0;
+    std::set<int> cpus;
+    bool known = true;
+  };
+  std::map<std::string, Machine> machines;
+  for (const auto& l : localities) {
+    if (l.machine.empty()) return 1;
+    auto& m = machines[l.machine];
+    ++m.ranks;
+    m.known = m.known && !l.cpus.empty();
+    m.cpus.insert(l.cpus.begin(), l.cpus.end());
+  }
+  double most = 1;
+  for (const auto& [name, m] : machines) {
+    if (m.known) most = std::max(most, static_cast<double>(m.ranks) / m.cpus.size());
+  }
+  return most;
+}
 
 // discover_fabric lives in discovery.cpp, next to the rest of the sysfs reading.
 
@@ -41,7 +78,9 @@ LocalOverrides LocalOverrides::from_settings(const Settings& settings) {
 
 Locality local_locality(const LocalOverrides& overrides) {
   Locality out;
-  out.host = overrides.host.value_or(machine_id());
+  out.machine = machine_id();
+  out.cpus = affinity_cpus();
+  out.host = overrides.host.value_or(out.machine);
   const auto& fabric = overrides.fabric;
   DiscoveredFabric discovered;
   if (fabric) {

@@ -14,6 +14,7 @@
 
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "core/settings.hpp"
 
@@ -23,9 +24,19 @@ struct Locality {
   std::string host;
   std::string island;
   std::string fabric;  // "ib", "roce" or "ethernet"
+  // The operating system the rank runs in (hostname and boot id, whatever the overrides say:
+  // emulated hosts of one machine share it) and the CPUs it may run on (its affinity), so the
+  // cost model can tell how many ranks share each core. Empty where unknown.
+  std::string machine;
+  std::vector<int> cpus;
 
   bool rdma() const { return fabric == "ib" || fabric == "roce"; }
 };
+
+// The most ranks per core on any machine of `localities`: the ranks of a machine over the CPUs
+// any of them may run on, at least 1 (also where the CPUs are unknown). Above 1, ranks wait for
+// a core for every byte they move or reduce.
+double ranks_per_core(const std::vector<Locality>& localities);
 
 // What a rank states about where it sits; empty fields change nothing.
 struct LocalOverrides {

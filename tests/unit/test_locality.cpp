@@ -105,5 +105,45 @@ TEST_F(LocalityEnv, UnknownFabricIsRefused) {
   }
 }
 
+// The machine and its CPUs are discovered whatever the overrides say: emulated hosts of one
+// machine share its cores.
+TEST_F(LocalityEnv, MachineAndCpusIgnoreTheOverrides) {
+  const auto real = local_locality(LocalOverrides::from_settings(Settings::from_environment()));
+  ::setenv("HOLMES_HOST", "emulated-7", 1);
+  const auto emulated = local_locality(LocalOverrides::from_settings(Settings::from_environment()));
+  EXPECT_EQ(emulated.host, "emulated-7");
+  EXPECT_FALSE(real.machine.empty());
+  EXPECT_EQ(emulated.machine, real.machine);
+  EXPECT_EQ(real.host, real.machine);
+  EXPECT_FALSE(emulated.cpus.empty());
+  EXPECT_EQ(emulated.cpus, real.cpus);
+}
+
+Locality on(const std::string& machine, std::vector<int> cpus) {
+  Locality l{"h", "i", "ethernet"};
+  l.machine = machine;
+  l.cpus = std::move(cpus);
+  return l;
+}
+
+TEST(RanksPerCore, CountsTheMostCrowdedMachine) {
+  // Six ranks on a 2-core machine (the emulated clusters here).
+  EXPECT_DOUBLE_EQ(ranks_per_core(std::vector<Locality>(6, on("m", {0, 1}))), 3.0);
+  // Eight ranks, each pinned to its own core: none waits.
+  std::vector<Locality> pinned;
+  for (int c = 0; c < 8; ++c) pinned.push_back(on("m", {c}));
+  EXPECT_DOUBLE_EQ(ranks_per_core(pinned), 1.0);
+  // Two machines: 4 ranks on 2 cores, 2 ranks on 4 cores.
+  std::vector<Locality> mixed(4, on("a", {0, 1}));
+  mixed.push_back(on("b", {0, 1, 2, 3}));
+  mixed.push_back(on("b", {0, 1, 2, 3}));
+  EXPECT_DOUBLE_EQ(ranks_per_core(mixed), 2.0);
+  // Fewer ranks than cores, or nothing known: 1.
+  EXPECT_DOUBLE_EQ(ranks_per_core({on("m", {0, 1, 2, 3})}), 1.0);
+  EXPECT_DOUBLE_EQ(ranks_per_core(std::vector<Locality>(6, on("", {}))), 1.0);
+  EXPECT_DOUBLE_EQ(ranks_per_core(std::vector<Locality>(6, on("m", {}))), 1.0);
+  EXPECT_DOUBLE_EQ(ranks_per_core({}), 1.0);
+}
+
 }  // namespace
 }  // namespace holmes

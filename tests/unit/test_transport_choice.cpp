@@ -121,7 +121,11 @@ TEST(PeerCard, RoundTripAndMalformed) {
                 TransportKind::kUcx);
   c.addresses[static_cast<std::size_t>(TransportKind::kTcp)] = "10.0.0.1:4000";
   c.addresses[static_cast<std::size_t>(TransportKind::kUcx)] = "abcdef";
+  c.locality.machine = "node7/0123abcd";
+  c.locality.cpus = {0, 1, 5};
   const auto back = PeerCard::decode(c.encode(), 0);
+  EXPECT_EQ(back.locality.machine, "node7/0123abcd");
+  EXPECT_EQ(back.locality.cpus, c.locality.cpus);
   EXPECT_EQ(back.locality.host, "host-1");
   EXPECT_EQ(back.locality.island, "isl");
   EXPECT_EQ(back.locality.fabric, "roce");
@@ -130,7 +134,12 @@ TEST(PeerCard, RoundTripAndMalformed) {
   EXPECT_EQ(back.address(TransportKind::kTcp), "10.0.0.1:4000");
   EXPECT_EQ(back.address(TransportKind::kUcx), "abcdef");
   EXPECT_EQ(back.address(TransportKind::kShm), "");
-  for (const char* bad : {"", "{", "[]", "{\"host\": 3}", "not json at all"}) {
+  // A hostile CPU number is refused like any other malformed field.
+  std::string hostile = c.encode();
+  hostile.replace(hostile.find("[0,1,5]"), 7, "[0,-4]");
+  for (const std::string bad :
+       {std::string(), std::string("{"), std::string("[]"), std::string("{\"host\": 3}"),
+        std::string("not json at all"), hostile}) {
     try {
       PeerCard::decode(bad, 5);
       ADD_FAILURE() << "accepted " << bad;
