@@ -92,14 +92,15 @@ double ring_allreduce_us(const CostModel& m, int n, double bytes, const LinkCost
   // Chunks are reduced while the next ones travel: the slower of the two sets the pace (the
   // logarithmic algorithms below exchange, then reduce, and pay both).
   return steps * (link.latency_us + chunks_of(m, block, chunk_bytes) * m.chunk_overhead_us) +
-         std::max(steps * link.transfer_us(block), (n - 1) * block / (m.reduce_gbytes_per_s * 1e3));
+         m.overlapped(steps * link.transfer_us(block),
+                      (n - 1) * block / (m.effective_reduce_gbytes_per_s() * 1e3));
 }
 
 double fold_us(const CostModel& m, int n, double bytes, const LinkCost& link, double chunk_bytes) {
   if (n == floor_power_of_two(n)) return 0;
   return 2 * (link.latency_us + chunks_of(m, bytes, chunk_bytes) * m.chunk_overhead_us +
               link.transfer_us(bytes)) +
-         bytes / (m.reduce_gbytes_per_s * 1e3);
+         bytes / (m.effective_reduce_gbytes_per_s() * 1e3);
 }
 
 double rd_allreduce_us(const CostModel& m, int n, double bytes, const LinkCost& link,
@@ -108,7 +109,7 @@ double rd_allreduce_us(const CostModel& m, int n, double bytes, const LinkCost& 
   const int p2 = floor_power_of_two(n);
   const double rounds = ceil_log2(p2);
   return rounds * (link.latency_us + chunks_of(m, bytes, chunk_bytes) * m.chunk_overhead_us +
-                   link.transfer_us(bytes) + bytes / (m.reduce_gbytes_per_s * 1e3)) +
+                   link.transfer_us(bytes) + bytes / (m.effective_reduce_gbytes_per_s() * 1e3)) +
          fold_us(m, n, bytes, link, chunk_bytes);
 }
 
@@ -119,7 +120,7 @@ double rhd_allreduce_us(const CostModel& m, int n, double bytes, const LinkCost&
   const double rounds = ceil_log2(p2);
   const double moved = (p2 - 1.0) / p2 * bytes;
   return 2 * rounds * link.latency_us + 2 * chunks_of(m, moved, chunk_bytes) * m.chunk_overhead_us +
-         2 * link.transfer_us(moved) + moved / (m.reduce_gbytes_per_s * 1e3) +
+         2 * link.transfer_us(moved) + moved / (m.effective_reduce_gbytes_per_s() * 1e3) +
          fold_us(m, n, bytes, link, chunk_bytes);
 }
 
@@ -129,7 +130,7 @@ double chain_us(const CostModel& m, int n, double bytes, const LinkCost& link, d
   const double chunks = chunks_of(m, bytes, chunk_bytes);
   const double chunk = bytes / chunks;
   double stage = link.latency_us + m.chunk_overhead_us + link.transfer_us(chunk);
-  if (reduces) stage += chunk / (m.reduce_gbytes_per_s * 1e3);
+  if (reduces) stage += chunk / (m.effective_reduce_gbytes_per_s() * 1e3);
   return (n - 1 + chunks - 1) * stage;
 }
 
@@ -138,7 +139,7 @@ double tree_us(const CostModel& m, int n, double bytes, const LinkCost& link, do
   if (n <= 1) return 0;
   double round = link.latency_us + chunks_of(m, bytes, chunk_bytes) * m.chunk_overhead_us +
                  link.transfer_us(bytes);
-  if (reduces) round += bytes / (m.reduce_gbytes_per_s * 1e3);
+  if (reduces) round += bytes / (m.effective_reduce_gbytes_per_s() * 1e3);
   return ceil_log2(n) * round;
 }
 
@@ -162,12 +163,12 @@ double hierarchical_blocks_us(const Hierarchy& h, const CostModel& m, double byt
   const double islands = s.islands;
   const double block = bytes / h.size();
   const double part = bytes / islands / lanes;  // an island's share of a lane, islands alike
-  const double reduce_us_per_byte = reduces ? 1.0 / (m.reduce_gbytes_per_s * 1e3) : 0.0;
+  const double reduce_us_per_byte = reduces ? 1.0 / (m.effective_reduce_gbytes_per_s() * 1e3) : 0.0;
   // `steps` ring steps of `piece` bytes over `link`; reductions overlap the transfers.
   const auto ring = [&](double steps, double piece, const LinkCost& link) {
     if (steps <= 0) return 0.0;
     return steps * (link.latency_us + chunks_of(m, piece, m.chunk_bytes) * m.chunk_overhead_us) +
-           steps * std::max(link.transfer_us(piece), piece * reduce_us_per_byte);
+           steps * m.overlapped(link.transfer_us(piece), piece * reduce_us_per_byte);
   };
   const double inside = s.largest_island - 1.0;
   // Inside the islands: the allgather passes its own blocks around, then the other islands'
@@ -218,7 +219,7 @@ double ring_blocks_us(const Hierarchy& h, const CostModel& m, double bytes, bool
   double t =
       (n - 1) * (s.ring.latency_us + chunks_of(m, block, m.chunk_bytes) * m.chunk_overhead_us +
                  s.ring.transfer_us(block));
-  if (reduces) t += (n - 1) * block * (1.0 / (m.reduce_gbytes_per_s * 1e3));
+  if (reduces) t += (n - 1) * block * (1.0 / (m.effective_reduce_gbytes_per_s() * 1e3));
   return t;
 }
 
@@ -344,13 +345,13 @@ double hierarchical_allreduce(const Hierarchy& h, const CostModel& m, double byt
   // of one rank per island across the slow tier, the M0 lanes of a host sharing its uplink.
   const Hierarchy::Summary& s = h.summary;
   const double chunk = m.chunk_bytes;
-  const double reduce_us_per_byte = 1.0 / (m.reduce_gbytes_per_s * 1e3);
+  const double reduce_us_per_byte = 1.0 / (m.effective_reduce_gbytes_per_s() * 1e3);
   auto level_us = [&](int group, double shards, double data, const LinkCost& link) {
     if (group <= 1) return 0.0;
     const double shard = data / shards;
     const double steps = group - 1.0;
     return 2 * steps * (link.latency_us + chunks_of(m, shard, chunk) * m.chunk_overhead_us) +
-           std::max(2 * steps * link.transfer_us(shard), steps * shard * reduce_us_per_byte);
+           m.overlapped(2 * steps * link.transfer_us(shard), steps * shard * reduce_us_per_byte);
   };
   const double intra = level_us(s.max_per_host, s.min_per_host, bytes, h.same_host) +
                        level_us(s.max_hosts_per_island, s.min_hosts_per_island,
@@ -365,13 +366,14 @@ double hierarchical_allreduce(const Hierarchy& h, const CostModel& m, double byt
   const auto weights = hierarchical_segment_weights(hierarchical_segments(h, m, bytes));
   const double edge =
       (weights.front() + weights.back()) / 2 / std::accumulate(weights.begin(), weights.end(), 0.0);
-  return std::max(intra, inter) + std::min(intra, inter) * edge;
+  return m.overlapped(std::max(intra, inter), std::min(intra, inter) * (1 - edge)) +
+         std::min(intra, inter) * edge;
 }
 
 double shared_memory_allreduce(const Hierarchy& h, const CostModel& m, double bytes) {
   // One publication, then each rank reads and reduces every peer's buffer: the latency of the
   // host tier once (waiting for the last rank), no chunks.
-  const double reduce_us_per_byte = 1.0 / (m.reduce_gbytes_per_s * 1e3);
+  const double reduce_us_per_byte = 1.0 / (m.effective_reduce_gbytes_per_s() * 1e3);
   return h.same_host.latency_us +
          (h.size() - 1) * (h.same_host.transfer_us(bytes) + bytes * reduce_us_per_byte);
 }

@@ -13,6 +13,7 @@
 // so ranks configured differently fail with HM_ERR_MISMATCH instead of corrupting data.
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <cstddef>
 #include <optional>
@@ -81,6 +82,19 @@ struct CostModel {
   double chunk_bytes = 512 << 10;  // the communicator's pipeline chunk
   unsigned set_by_setting = 0;
   bool probe = false;  // HOLMES_COST_PROBE=1: measure the tiers at init
+  // Ranks per core on the most crowded machine (ranks_per_core(), topology/locality.hpp): above
+  // 1, every byte a rank moves or reduces waits for a core, so the bandwidths of the links and
+  // of the reduction divide by it (the links in make_hierarchy, the reduction here). Latencies
+  // stay: they are the wire's and the wake-ups'.
+  double ranks_per_core = 1;
+  double effective_reduce_gbytes_per_s() const { return reduce_gbytes_per_s / ranks_per_core; }
+  // Two pieces of work a rank's algorithm overlaps (transfers with reductions, one tier with
+  // another): the longer sets the pace while each has cores to itself; where ranks share cores
+  // (2 or more per core), both want the same cores and the times add up.
+  double overlapped(double a, double b) const {
+    const double hidden = std::clamp(2.0 - ranks_per_core, 0.0, 1.0);  // of the shorter one
+    return std::max(a, b) + std::min(a, b) * (1 - hidden);
+  }
 
   // Defaults overridden by the HOLMES_COST_* settings given; throws HM_ERR_INVALID_ARGUMENT
   // naming a bad one.

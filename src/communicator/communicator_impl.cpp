@@ -44,6 +44,7 @@ CommunicatorImpl::CommunicatorImpl(Params params)
     facts_.localities.assign(static_cast<std::size_t>(size_),
                              Locality{"host", "island", "ethernet"});
   }
+  cost_model_.ranks_per_core = ranks_per_core(facts_.localities);
   adopt_measurements();
   EngineOptions engine_options;
   engine_options.setting = settings_.text(Setting::kGroupEngine);
@@ -92,7 +93,13 @@ Hierarchy CommunicatorImpl::make_hierarchy() const {
            island_tcp ? CostModel::kSetIslandTcp : CostModel::kSetIslandRdma);
   const LinkCost other_island =
       pick(Tier::kOtherIsland, cost_model_.inter_island, CostModel::kSetInterIsland);
-  Hierarchy h = holmes::make_hierarchy(hosts, islands, same_host, same_island, other_island);
+  // Ranks that share cores share their pace (CostModel::ranks_per_core).
+  const auto shared = [this](LinkCost link) {
+    link.gbytes_per_s /= cost_model_.ranks_per_core;
+    return link;
+  };
+  Hierarchy h = holmes::make_hierarchy(hosts, islands, shared(same_host), shared(same_island),
+                                       shared(other_island));
   // Every rank has a board or none: it follows from the routes, which all ranks agree on.
   if (SharedBoard* board = transport_->shared_board()) h.board_bytes = board->slot_bytes();
   return h;
@@ -139,7 +146,10 @@ std::string CommunicatorImpl::settings_dump() const {
 
 LinkCost CommunicatorImpl::link_cost(int peer) const {
   require(peer >= 0 && peer < size_, "peer {} is outside [0, {})", peer, size_);
-  return hierarchy_.link(rank_, peer);
+  // The tier's own numbers: the hierarchy holds its bandwidth divided by the ranks per core.
+  LinkCost link = hierarchy_.link(rank_, peer);
+  link.gbytes_per_s *= cost_model_.ranks_per_core;
+  return link;
 }
 
 void CommunicatorImpl::set_algorithm(CollectiveKind kind, Algorithm algorithm) {
