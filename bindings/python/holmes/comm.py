@@ -264,7 +264,8 @@ class Comm:
 
     def peer_engine(self, peer):
         """(engine, reason) carrying device buffers to `peer` in the hierarchical collectives:
-        e.g. ("nccl", ...), ("ring", ...), ("lanes", ...) across islands."""
+        e.g. ("ipc", ...) inside a host, ("nccl", ...), ("ring", ...), ("lanes", ...) across
+        islands."""
         engine, reason = ctypes.c_char_p(), ctypes.c_char_p()
         check(_lib.lib().hm_comm_peer_engine(self._handle, _int_arg("peer", peer),
                                              ctypes.byref(engine), ctypes.byref(reason)))
