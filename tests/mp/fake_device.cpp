@@ -11,6 +11,7 @@
 #include <cstring>
 #include <string>
 
+#include "core/dtype.hpp"
 #include "core/reduce.hpp"
 #include "core/status.hpp"
 
@@ -167,6 +168,13 @@ void FakeDeviceMemory::copy(void* device_dst, const void* device_src, std::size_
 
 void FakeDeviceMemory::reduce(hm_dtype_t dtype, hm_op_t op, void* dst, const void* a, const void* b,
                               std::size_t count) {
+  // As device_reduce: operands aligned to their elements (CUDA's kernels need it).
+  for (const void* p : {static_cast<const void*>(dst), a, b}) {
+    if (reinterpret_cast<std::uintptr_t>(p) % dtype_size(dtype) != 0) {
+      fail(HM_ERR_INVALID_ARGUMENT, "fake device: reduce operand {} is not aligned to {} bytes",
+           p, dtype_size(dtype));
+    }
+  }
   with_access({dst, a, b}, [&] { holmes::reduce(dtype, op, dst, a, b, count); });
   std::lock_guard lock(mutex_);
   ++reductions_;

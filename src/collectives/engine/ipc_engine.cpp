@@ -12,6 +12,8 @@ namespace {
 // Steps a barrier may use (dissemination: log2 of the group's size); round k's barrier uses the
 // k-th range of the phase's steps.
 constexpr std::uint64_t kStepsPerBarrier = 64;
+// Where the second half of a window starts is a multiple of this.
+constexpr std::size_t kAlignment = 256;
 
 class IpcEngine final : public GroupEngine {
  public:
@@ -28,7 +30,7 @@ class IpcEngine final : public GroupEngine {
     const std::size_t step = per_round(es * static_cast<std::size_t>(n));
     const std::size_t rounds = rounds_for(layout, step);
     for (std::size_t k = 0; k < rounds; ++k) {
-      const std::size_t half = (k % 2) * (windows_.bytes / 2);
+      const std::size_t half = (k % 2) * half_bytes();
       std::byte* own = windows_.at[static_cast<std::size_t>(me)].get() + half;
       for (int b = 0; b < n; ++b) {
         const std::size_t len = slice(layout, b, k, step);
@@ -63,7 +65,7 @@ class IpcEngine final : public GroupEngine {
     const std::size_t step = per_round(es);
     const std::size_t rounds = rounds_for(layout, step);
     for (std::size_t k = 0; k < rounds; ++k) {
-      const std::size_t half = (k % 2) * (windows_.bytes / 2);
+      const std::size_t half = (k % 2) * half_bytes();
       const std::size_t mine = slice(layout, me, k, step);
       if (mine > 0) {
         group.copy(windows_.at[static_cast<std::size_t>(me)].get() + half,
@@ -84,7 +86,7 @@ class IpcEngine final : public GroupEngine {
                  int root) override {
     check_size(group);
     const int me = group.rank();
-    const std::size_t step = windows_.bytes / 2;
+    const std::size_t step = half_bytes();
     const std::size_t rounds = (bytes + step - 1) / step;
     std::byte* const from = windows_.at[static_cast<std::size_t>(root)].get();
     for (std::size_t k = 0; k < rounds; ++k) {
@@ -117,9 +119,12 @@ class IpcEngine final : public GroupEngine {
     return group.size();
   }
 
+  // A half window, aligned for every element type (the window's size is any setting).
+  std::size_t half_bytes() const { return windows_.bytes / 2 / kAlignment * kAlignment; }
+
   // Elements per round when each element takes `bytes_per_element` of a half window.
   std::size_t per_round(std::size_t bytes_per_element) const {
-    const std::size_t step = windows_.bytes / 2 / bytes_per_element;
+    const std::size_t step = half_bytes() / bytes_per_element;
     if (step == 0) {
       fail(HM_ERR_INVALID_ARGUMENT,
            "ipc engine: a {}-byte window holds no round of {} bytes per element (raise "
