@@ -543,8 +543,12 @@ Prediction choose(const Hierarchy& h, const CostModel& model, CollectiveKind kin
   }
   Prediction best{algorithms_for(kind).front(), kInfinity};
   for (auto algorithm : algorithms_for(kind)) {
-    // Hierarchical equals the flat algorithms with one island; keep those then.
-    if (algorithm == Algorithm::kHierarchical && h.islands.size() < 2) continue;
+    // Hierarchical equals the flat algorithms with one island that is one host or one rank per
+    // host; keep those then. (An island of hosts with several ranks each is not flat: the
+    // hierarchy reduces inside each host before the island's fabric carries anything.)
+    const bool flat = h.islands.size() < 2 &&
+                      (h.summary.max_per_host == 1 || h.summary.max_hosts_per_island == 1);
+    if (algorithm == Algorithm::kHierarchical && flat) continue;
     const double t = predict(h, model, kind, algorithm, bytes);
     if (t < best.microseconds) best = {algorithm, t};
   }
