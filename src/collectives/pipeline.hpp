@@ -59,6 +59,9 @@ class BlockLayout {
     count_chunks();
   }
 
+  // The same blocks, cut into chunks of `chunk_elems` instead.
+  BlockLayout rechunked(std::size_t chunk_elems) const { return BlockLayout(blocks_, chunk_elems); }
+
   int blocks() const { return static_cast<int>(blocks_.size()); }
   std::size_t block_start(int k) const { return blocks_[static_cast<std::size_t>(k)].offset; }
   std::size_t block_size(int k) const { return blocks_[static_cast<std::size_t>(k)].count; }

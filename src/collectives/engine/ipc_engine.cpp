@@ -26,20 +26,20 @@ class IpcEngine final : public GroupEngine {
     const int n = check_group(group, layout);
     const int me = group.rank();
     const std::size_t es = dtype_size(dtype);
-    // Elements of each block per round: every member's slice of every block fits a half window.
+    // Each round carries a chunk of every block: every member's chunks fit a half window.
     const std::size_t step = per_round(es * static_cast<std::size_t>(n));
-    const std::size_t rounds = rounds_for(layout, step);
-    for (std::size_t k = 0; k < rounds; ++k) {
+    const BlockLayout rounds = layout.rechunked(step);
+    for (std::size_t k = 0; k < rounds.chunks(); ++k) {
       const std::size_t half = (k % 2) * half_bytes();
       std::byte* own = windows_.at[static_cast<std::size_t>(me)].get() + half;
       for (int b = 0; b < n; ++b) {
-        const std::size_t len = slice(layout, b, k, step);
-        if (len == 0) continue;
-        group.copy(own + static_cast<std::size_t>(b) * step * es,
-                   in + (layout.block_start(b) + k * step) * es, len * es);
+        const auto piece = rounds.chunk(b, k);
+        if (piece.count == 0) continue;
+        group.copy(own + static_cast<std::size_t>(b) * step * es, in + piece.offset * es,
+                   piece.count * es);
       }
       barrier(group, k);
-      const std::size_t len = slice(layout, me, k, step);
+      const std::size_t len = rounds.chunk(me, k).count;
       if (len == 0) continue;
       std::byte* dst = own_out + k * step * es;
       auto source = [&](int p) -> const std::byte* {
@@ -54,7 +54,7 @@ class IpcEngine final : public GroupEngine {
       }
       if (op == HM_AVG && average_over > 1) group.finalize_average(dtype, dst, len, average_over);
     }
-    barrier(group, rounds);
+    barrier(group, rounds.chunks());
   }
 
   void allgather_blocks(CollectiveContext& group, std::byte* buffer, const BlockLayout& layout,
@@ -62,24 +62,23 @@ class IpcEngine final : public GroupEngine {
     const int n = check_group(group, layout);
     const int me = group.rank();
     const std::size_t es = dtype_size(dtype);
-    const std::size_t step = per_round(es);
-    const std::size_t rounds = rounds_for(layout, step);
-    for (std::size_t k = 0; k < rounds; ++k) {
+    const BlockLayout rounds = layout.rechunked(per_round(es));
+    for (std::size_t k = 0; k < rounds.chunks(); ++k) {
       const std::size_t half = (k % 2) * half_bytes();
-      const std::size_t mine = slice(layout, me, k, step);
-      if (mine > 0) {
+      const auto mine = rounds.chunk(me, k);
+      if (mine.count > 0) {
         group.copy(windows_.at[static_cast<std::size_t>(me)].get() + half,
-                   buffer + (layout.block_start(me) + k * step) * es, mine * es);
+                   buffer + mine.offset * es, mine.count * es);
       }
       barrier(group, k);
       for (int p = 0; p < n; ++p) {
-        const std::size_t len = slice(layout, p, k, step);
-        if (p == me || len == 0) continue;
-        group.copy(buffer + (layout.block_start(p) + k * step) * es,
-                   windows_.at[static_cast<std::size_t>(p)].get() + half, len * es);
+        const auto piece = rounds.chunk(p, k);
+        if (p == me || piece.count == 0) continue;
+        group.copy(buffer + piece.offset * es,
+                   windows_.at[static_cast<std::size_t>(p)].get() + half, piece.count * es);
       }
     }
-    barrier(group, rounds);
+    barrier(group, rounds.chunks());
   }
 
   bool broadcast(CollectiveContext& group, std::byte* buffer, std::size_t bytes,
@@ -132,19 +131,6 @@ class IpcEngine final : public GroupEngine {
            windows_.bytes, bytes_per_element);
     }
     return step;
-  }
-
-  static std::size_t rounds_for(const BlockLayout& layout, std::size_t step) {
-    std::size_t largest = 0;
-    for (int b = 0; b < layout.blocks(); ++b) largest = std::max(largest, layout.block_size(b));
-    return (largest + step - 1) / step;
-  }
-
-  // Elements of block `b` that round `k` carries.
-  static std::size_t slice(const BlockLayout& layout, int b, std::size_t k, std::size_t step) {
-    const std::size_t size = layout.block_size(b);
-    const std::size_t from = std::min(size, k * step);
-    return std::min(size - from, step);
   }
 
   // Every member has finished the round before it (its copies in, its reads of the windows).
