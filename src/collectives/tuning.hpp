@@ -136,8 +136,21 @@ struct Hierarchy {
   Summary summary;
 
   int size() const { return static_cast<int>(host.size()); }
+  Tier tier(int a, int b) const {
+    return host[a] == host[b]       ? Tier::kSameHost
+           : island[a] == island[b] ? Tier::kSameIsland
+                                    : Tier::kOtherIsland;
+  }
   const LinkCost& link(int a, int b) const {
-    return host[a] == host[b] ? same_host : island[a] == island[b] ? same_island : other_island;
+    switch (tier(a, b)) {
+      case Tier::kSameHost:
+        return same_host;
+      case Tier::kSameIsland:
+        return same_island;
+      case Tier::kOtherIsland:
+        break;
+    }
+    return other_island;
   }
 };
 

@@ -75,6 +75,21 @@ Hierarchy CommunicatorImpl::make_hierarchy() const {
     hosts.push_back(l.host);
     islands.push_back(l.island);
   }
+  // Ranks that share cores share their pace (CostModel::ranks_per_core).
+  const auto shared = [this](LinkCost link) {
+    link.gbytes_per_s /= cost_model_.ranks_per_core;
+    return link;
+  };
+  const TierLinks tiers = tier_links();
+  Hierarchy h =
+      holmes::make_hierarchy(hosts, islands, shared(tiers[Tier::kSameHost]),
+                             shared(tiers[Tier::kSameIsland]), shared(tiers[Tier::kOtherIsland]));
+  // Every rank has a board or none: it follows from the routes, which all ranks agree on.
+  if (SharedBoard* board = transport_->shared_board()) h.board_bytes = board->slot_bytes();
+  return h;
+}
+
+CommunicatorImpl::TierLinks CommunicatorImpl::tier_links() const {
   // Each tier's numbers follow the slowest transport any rank uses on it: every rank knows the
   // same facts, so every rank makes the same choice. Per tier, a HOLMES_COST_* variable wins,
   // then the probe's numbers, then the topology file's, then the defaults.
@@ -85,24 +100,14 @@ Hierarchy CommunicatorImpl::make_hierarchy() const {
   };
   const bool host_tcp = facts_.host_tier_tcp;
   const bool island_tcp = facts_.island_tier_tcp || !facts_.island_tier_rdma;
-  const LinkCost same_host =
+  TierLinks tiers;
+  tiers.links = {
       pick(Tier::kSameHost, host_tcp ? cost_model_.host_tcp : cost_model_.shm,
-           host_tcp ? CostModel::kSetHostTcp : CostModel::kSetShm);
-  const LinkCost same_island =
+           host_tcp ? CostModel::kSetHostTcp : CostModel::kSetShm),
       pick(Tier::kSameIsland, island_tcp ? cost_model_.island_tcp : cost_model_.island_rdma,
-           island_tcp ? CostModel::kSetIslandTcp : CostModel::kSetIslandRdma);
-  const LinkCost other_island =
-      pick(Tier::kOtherIsland, cost_model_.inter_island, CostModel::kSetInterIsland);
-  // Ranks that share cores share their pace (CostModel::ranks_per_core).
-  const auto shared = [this](LinkCost link) {
-    link.gbytes_per_s /= cost_model_.ranks_per_core;
-    return link;
-  };
-  Hierarchy h = holmes::make_hierarchy(hosts, islands, shared(same_host), shared(same_island),
-                                       shared(other_island));
-  // Every rank has a board or none: it follows from the routes, which all ranks agree on.
-  if (SharedBoard* board = transport_->shared_board()) h.board_bytes = board->slot_bytes();
-  return h;
+           island_tcp ? CostModel::kSetIslandTcp : CostModel::kSetIslandRdma),
+      pick(Tier::kOtherIsland, cost_model_.inter_island, CostModel::kSetInterIsland)};
+  return tiers;
 }
 
 void CommunicatorImpl::calibrate() {
@@ -146,10 +151,8 @@ std::string CommunicatorImpl::settings_dump() const {
 
 LinkCost CommunicatorImpl::link_cost(int peer) const {
   require(peer >= 0 && peer < size_, "peer {} is outside [0, {})", peer, size_);
-  // The tier's own numbers: the hierarchy holds its bandwidth divided by the ranks per core.
-  LinkCost link = hierarchy_.link(rank_, peer);
-  link.gbytes_per_s *= cost_model_.ranks_per_core;
-  return link;
+  // The tier's own numbers (the hierarchy holds them as ranks that share cores see them).
+  return tier_links()[hierarchy_.tier(rank_, peer)];
 }
 
 void CommunicatorImpl::set_algorithm(CollectiveKind kind, Algorithm algorithm) {

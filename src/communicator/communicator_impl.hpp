@@ -233,6 +233,12 @@ class CommunicatorImpl : public std::enable_shared_from_this<CommunicatorImpl> {
   EngineStore engine_store() const;
   // The hierarchy from the wiring's facts and the cost numbers (measured_ where it has them).
   Hierarchy make_hierarchy() const;
+  // The numbers of each tier of links, from the setting, probe, topology file or defaults.
+  struct TierLinks {
+    std::array<LinkCost, kTiers> links;
+    const LinkCost& operator[](Tier tier) const { return links[static_cast<std::size_t>(tier)]; }
+  };
+  TierLinks tier_links() const;
   // The init probe (HOLMES_COST_PROBE=1, link_probe.hpp): measures the tiers, then rebuilds the
   // hierarchy with the numbers. Collective; before the communicator is handed out.
   void calibrate();
