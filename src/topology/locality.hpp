@@ -27,8 +27,8 @@ struct Locality {
   // The operating system the rank runs in (hostname and boot id, whatever the overrides say:
   // emulated hosts of one machine share it) and the CPUs it may run on (its affinity), so the
   // cost model can tell how many ranks share each core. Empty where unknown.
-  std::string machine;
-  std::vector<int> cpus;
+  std::string machine{};
+  std::vector<int> cpus{};
 
   bool rdma() const { return fabric == "ib" || fabric == "roce"; }
 };

@@ -220,11 +220,11 @@ TEST(SharedDeviceMemory, ExportsWithAHandleAndRefusesBadOnes) {
   std::string why;
   std::string handle;
   if (!cuda_device_available(&why)) {
-    auto message = error_of([&] { allocate_exported_device_memory(4096, 0, &handle); },
-                            HM_ERR_UNSUPPORTED);
+    auto message =
+        error_of([&] { allocate_exported_device_memory(4096, 0, &handle); }, HM_ERR_UNSUPPORTED);
     EXPECT_NE(message.find(why), std::string::npos) << message;
-    message = error_of([] { open_exported_device_memory(std::string(128, '0'), 0); },
-                       HM_ERR_UNSUPPORTED);
+    message =
+        error_of([] { open_exported_device_memory(std::string(128, '0'), 0); }, HM_ERR_UNSUPPORTED);
     EXPECT_NE(message.find(why), std::string::npos) << message;
     return;
   }
@@ -234,7 +234,7 @@ TEST(SharedDeviceMemory, ExportsWithAHandleAndRefusesBadOnes) {
   ASSERT_EQ(handle.size(), 128u) << handle;
   EXPECT_EQ(handle.find_first_not_of("0123456789abcdef"), std::string::npos) << handle;
   error_of([&] { allocate_exported_device_memory(0, 0, &handle); }, HM_ERR_INVALID_ARGUMENT);
-  for (const std::string bad : {std::string("zz"), std::string(128, 'g'), std::string()}) {
+  for (const std::string& bad : {std::string("zz"), std::string(128, 'g'), std::string()}) {
     const auto message =
         error_of([&] { open_exported_device_memory(bad, 0); }, HM_ERR_INVALID_ARGUMENT);
     EXPECT_NE(message.find("not 128 hex digits"), std::string::npos) << message;

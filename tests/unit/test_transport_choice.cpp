@@ -137,7 +137,7 @@ TEST(PeerCard, RoundTripAndMalformed) {
   // A hostile CPU number is refused like any other malformed field.
   std::string hostile = c.encode();
   hostile.replace(hostile.find("[0,1,5]"), 7, "[0,-4]");
-  for (const std::string bad :
+  for (const std::string& bad :
        {std::string(), std::string("{"), std::string("[]"), std::string("{\"host\": 3}"),
         std::string("not json at all"), hostile}) {
     try {
