@@ -317,7 +317,9 @@ TEST(SameHostDevicePath, NoHostCopyAndPeersReadDirectly) {
     call();
     if (shared) {
       EXPECT_EQ(fake->host_copies(), copies) << what << " copied through host memory";
-      if (reads_peers) EXPECT_GT(fake->peer_accesses(), peers) << what << " read no peer's memory";
+      if (reads_peers) {
+        EXPECT_GT(fake->peer_accesses(), peers) << what << " read no peer's memory";
+      }
     } else {
       EXPECT_GT(fake->host_copies(), copies) << what << " was not staged";
       EXPECT_EQ(fake->peer_accesses(), peers) << what << " read a peer's memory";
