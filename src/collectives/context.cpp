@@ -278,6 +278,12 @@ void CollectiveContext::wait(const Transfer& transfer) {
   }
 }
 
+void CollectiveContext::renew_drive() const {
+  if (resources_.driven == nullptr) return;
+  resources_.driven->end_caller_drive();
+  resources_.driven->begin_caller_drive();
+}
+
 void CollectiveContext::cancel(const Transfer& transfer, std::uint64_t step) {
   if (!transfer.request->done()) {
     router_.cancel_receive(transfer.peer, collective_tag(sequence_, full_step(step)));

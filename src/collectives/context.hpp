@@ -163,6 +163,11 @@ class CollectiveContext {
   // For a caller about to block without polling: hands its drive back for the scope (nothing
   // when it does not drive).
   [[nodiscard]] DriveScope pause_drive() const { return DriveScope(resources_.driven, false); }
+  // For a long call whose thread drives (the link probe): drives again from here on. A wait that
+  // slept has handed the transports back to their threads for the rest of the call, and every
+  // message would then cost those threads' wake-ups. Ends the drive and begins it again (a drive
+  // does not nest); the call's own scope ends it. Nothing when the thread does not drive.
+  void renew_drive() const;
   // Memory every rank of the communicator can read, when its transport has it (nullptr else).
   SharedBoard* shared_board() { return router_.shared_board(); }
 

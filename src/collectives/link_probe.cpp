@@ -1,12 +1,20 @@
 #include "collectives/link_probe.hpp"
 
+#include <sched.h>
+
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cmath>
 #include <cstdint>
+#include <map>
+#include <tuple>
 #include <vector>
 
+#include "collectives/algorithms.hpp"
+#include "core/crc32c.hpp"
 #include "core/reduce.hpp"
+#include "topology/locality.hpp"
 
 namespace holmes {
 namespace {
@@ -18,10 +26,14 @@ constexpr std::size_t kLargeBytes = std::size_t{1} << 20;
 constexpr int kPingWarmups = 3;
 constexpr int kPings = 31;
 constexpr int kTransferWarmups = 2;
-constexpr int kTransfers = 5;
+constexpr int kTransfers = 9;
 // The reduction is timed on this many float32 elements (1 MiB of result).
 constexpr std::size_t kReduceCount = std::size_t{1} << 18;
 constexpr int kReduceRuns = 9;
+// The barriers between the groups run in a phase after the tiers' (1 + tier); each barrier
+// takes a range of its steps (a dissemination barrier takes log2 of the ranks).
+constexpr std::uint64_t kGatePhase = 1 + kTiers;
+constexpr std::uint64_t kStepsPerGate = 64;
 
 double median(std::vector<double> values) {
   std::sort(values.begin(), values.end());
@@ -34,49 +46,22 @@ double elapsed_us(std::chrono::steady_clock::time_point since) {
       .count();
 }
 
-// The two ways a group measures, both over the same sizes. Every message has a step of its
-// own, so that nothing depends on the order in which a transport delivers them.
+// A group's measurement. Every message has a step of its own, so that nothing depends on the
+// order in which a transport delivers them.
 class Measurement {
  public:
   explicit Measurement(CollectiveContext& group)
-      : group_(group), ping_(kPingBytes), out_(kLargeBytes), in_(kLargeBytes) {
+      : group_(group), out_(kLargeBytes), in_(kLargeBytes) {
     samples_.small_bytes = static_cast<double>(kSmallBytes);
     samples_.large_bytes = static_cast<double>(kLargeBytes);
   }
 
-  // Position 0 times, position 1 answers: 8 bytes there and back (latency: half the round
-  // trip), then each size one way with 8 bytes of acknowledgement back.
-  LinkSamples pair() {
-    const bool timing = group_.rank() == 0;
-    const int peer = 1 - group_.rank();
-    // The timer sends `go` and receives `back`; its peer receives `go` and sends `back`.
-    const auto round_trip = [&](std::uint64_t there, std::span<std::byte> go,
-                                std::span<std::byte> back) {
-      if (timing) {
-        group_.wait(group_.send(peer, there, go));
-        group_.wait(group_.recv(peer, there + 1, back));
-      } else {
-        group_.wait(group_.recv(peer, there, go));
-        group_.wait(group_.send(peer, there + 1, back));
-      }
-    };
-    repeat(kPingWarmups, kPings, samples_.latency_us, [&](std::uint64_t there) {
-      round_trip(there, ping_, ping_);
-      return 0.5;  // one way of the round trip
-    });
-    for (const std::size_t bytes : {kSmallBytes, kLargeBytes}) {
-      const std::span<std::byte> message(out_.data(), bytes);
-      repeat(kTransferWarmups, kTransfers, times_of(bytes), [&](std::uint64_t there) {
-        round_trip(there, message, ping_);
-        return 1.0;
-      });
-    }
-    return samples_;
-  }
-
   // Every position at once sends to the next and receives from the previous, as a ring's step
-  // does: what one step takes while all of the group's links (and the cores they share) are
-  // busy. Latency: an 8-byte step.
+  // does (for two ranks, an exchange): what one step takes while all of the group's links, both
+  // ways, and the cores they share are busy. A step of every algorithm sends and receives at
+  // once; where the wire is the limit both ways run at its rate, but where CPU copies are (ranks
+  // on one machine), a rank's core serves both, and a message sent one way alone would show
+  // twice the rate the algorithms get. Latency: an 8-byte step.
   LinkSamples ring() {
     const int g = group_.size();
     const int next = (group_.rank() + 1) % g;
@@ -86,7 +71,6 @@ class Measurement {
         auto in = group_.recv(previous, step, std::span<std::byte>(in_.data(), bytes));
         group_.wait(group_.send(next, step, std::span<const std::byte>(out_.data(), bytes)));
         group_.wait(in);
-        return 1.0;
       };
     };
     repeat(kPingWarmups, kPings, samples_.latency_us, step_of(kPingBytes));
@@ -96,29 +80,59 @@ class Measurement {
     return samples_;
   }
 
+  // The most members that ran their timed transfers on one core (of one machine): each member
+  // tells the others its machine and the CPU most of its transfers ended on. A core that did
+  // several members' copies shows their rate that many times lower than cores of their own
+  // would; the model wants the latter (it divides the rates by the ranks per core itself,
+  // tuning.hpp). The scheduler keeps two ranks that wake each other on one core at times (seen
+  // here in about a third of the probes of 6 ranks on 2 cores). Call after ring(), on every
+  // member.
+  int members_per_core() {
+    std::map<int, int> seen;
+    for (int cpu : transfer_cpus_) ++seen[cpu];
+    int cpu = -1;
+    int most = 0;
+    for (const auto& [c, times] : seen) {
+      if (times > most) std::tie(cpu, most) = std::tie(c, times);
+    }
+    const std::string machine = machine_id();
+    const std::array<std::uint64_t, 2> mine{
+        crc32c(std::as_bytes(std::span(machine.data(), machine.size()))),
+        static_cast<std::uint64_t>(cpu + 1)};  // 0: unknown
+    std::vector<std::uint64_t> all(mine.size() * static_cast<std::size_t>(group_.size()));
+    CollectiveContext gather = group_.shifted(step_);
+    ring_allgather(gather, mine.data(), all.data(), mine.size(), HM_UINT64);
+    return most_members_per_core(all);
+  }
+
  private:
   std::vector<double>& times_of(std::size_t bytes) {
     return bytes == kSmallBytes ? samples_.small_us : samples_.large_us;
   }
 
-  // Runs `once(step)` warmups + timed times (each takes two steps); keeps the timed runs'
-  // microseconds times the factor `once` returns.
+  // Runs `once(step)` warmups + timed times, each with a step of its own; keeps the timed runs'
+  // microseconds. Each run drives the transports as a small collective does, whatever waits
+  // slept before it: a wait longer than the yield window (a barrier, a connection's first
+  // message) hands them back to their threads, and every later message of the probe would then
+  // cost those threads' wake-ups (measured here: 50 us where a driven step takes 6).
   template <typename Once>
   void repeat(int warmups, int timed, std::vector<double>& out, Once&& once) {
     for (int i = 0; i < warmups + timed; ++i) {
+      group_.renew_drive();
       const auto start = std::chrono::steady_clock::now();
-      const double factor = once(step_);
-      step_ += 2;
-      if (i >= warmups) out.push_back(elapsed_us(start) * factor);
+      once(step_++);
+      if (i < warmups) continue;
+      out.push_back(elapsed_us(start));
+      if (&out != &samples_.latency_us) transfer_cpus_.push_back(sched_getcpu());
     }
   }
 
   CollectiveContext& group_;
   std::uint64_t step_ = 0;
-  std::vector<std::byte> ping_;
   std::vector<std::byte> out_;
   std::vector<std::byte> in_;
   LinkSamples samples_;
+  std::vector<int> transfer_cpus_;  // per timed transfer, the CPU it ended on (-1: unknown)
 };
 
 double time_reduction() {
@@ -136,6 +150,16 @@ double time_reduction() {
 }
 
 }  // namespace
+
+int most_members_per_core(std::span<const std::uint64_t> placements) {
+  std::map<std::pair<std::uint64_t, std::uint64_t>, int> per_core;
+  int most = 1;
+  for (std::size_t i = 0; i + 1 < placements.size(); i += 2) {
+    if (placements[i + 1] == 0) continue;  // CPU unknown
+    most = std::max(most, ++per_core[{placements[i], placements[i + 1]}]);
+  }
+  return most;
+}
 
 std::vector<ProbeGroup> probe_groups(const Hierarchy& h) {
   std::vector<ProbeGroup> groups;
@@ -238,20 +262,45 @@ TierCosts agree_measurements(std::span<const double> all_ranks) {
 }
 
 void measure_links(CollectiveContext& ctx, const Hierarchy& h, std::span<double> out) {
+  // One group at a time, every rank waiting at a barrier in between: a rank that has finished
+  // its groups would otherwise time its reduction, or poll for a group it waits on, on the
+  // cores the measuring pair runs on, and on emulated hosts that share a machine the latencies
+  // would follow that load (measured here: same island 10 to 56 us from one run to the next).
+  std::vector<int> everyone(static_cast<std::size_t>(ctx.size()));
+  for (int r = 0; r < ctx.size(); ++r) everyone[static_cast<std::size_t>(r)] = r;
+  const CollectiveContext gate = ctx.view(everyone, kGatePhase);
+  std::uint64_t barriers = 0;
+  // A rank that measured nothing since the last barrier sleeps through the next at once: it
+  // would otherwise yield its core for a while (a driven wait's window) to the pair measuring.
+  bool measured = true;
+  const auto barrier = [&] {
+    CollectiveContext at = gate.shifted(barriers++ * kStepsPerGate);
+    if (measured) {
+      dissemination_barrier(at);
+    } else {
+      const DriveScope sleep = ctx.pause_drive();
+      dissemination_barrier(at);
+    }
+  };
   TierCosts mine;
   for (const auto& group : probe_groups(h)) {
+    barrier();
     const auto me = std::find(group.ranks.begin(), group.ranks.end(), ctx.rank());
-    if (me == group.ranks.end()) continue;
+    measured = me != group.ranks.end();
+    if (!measured) continue;
     // Each tier's messages in a phase of their own: tags never meet another tier's.
     auto view = ctx.view(group.ranks, 1 + static_cast<std::uint64_t>(group.tier));
     Measurement measurement(view);
-    const LinkSamples samples =
-        group.tier == Tier::kSameHost ? measurement.ring() : measurement.pair();
-    // One rank of each group reports: the pair's timer, the host's first rank.
-    if (me == group.ranks.begin()) {
-      mine.tiers[static_cast<std::size_t>(group.tier)] = fit_samples(samples);
+    const LinkSamples samples = measurement.ring();
+    const int share = measurement.members_per_core();
+    // Every member reports (in a pair, the step each side timed differs by the turns the two
+    // take when they share a core): the model takes the median.
+    if (auto link = fit_samples(samples)) {
+      link->gbytes_per_s *= share;
+      mine.tiers[static_cast<std::size_t>(group.tier)] = link;
     }
   }
+  barrier();
   const double us_per_gb = time_reduction();
   if (us_per_gb > 0) mine.reduce_gbytes_per_s = 1e6 / us_per_gb;
   const ProbeValues values = encode_measurements(mine);

@@ -1,21 +1,24 @@
 // The init probe (HOLMES_COST_PROBE=1): measures the links this communicator has, tier by tier,
 // so that the cost model (tuning.hpp) predicts from this cluster's numbers rather than nominal
-// ones. Same host: the ranks of one host at once in a ring, each sending to the next while it
-// receives from the previous, as a ring's step does (the cores the ranks share are part of what
-// a step costs). Hosts of one island, and islands: one pair of ranks plays ping-pong (latency:
-// half the round trip) and sends messages the peer acknowledges (the model already divides a
-// host's uplink among the ranks that share it). Bandwidth: the extra bytes of a 1 MiB message
-// over a 64 KiB one, over the extra time, so latency and fixed costs cancel. Every rank also
-// times its reduction kernel. Medians of a few repetitions: about 20 ms on one host, 100 ms
-// with a 1 Gbit/s tier.
+// ones. Same host: the ranks of one host; hosts of one island, and islands: one pair of ranks.
+// Each group runs as a ring's step does, every member sending to the next while it receives
+// from the previous (a pair exchanges): the cores the members share, and a link used both ways,
+// are part of what a step costs. Latency: an 8-byte step. Bandwidth: the extra bytes of a 1 MiB
+// step over a 64 KiB one, over the extra time, so latency and fixed costs cancel; where the
+// scheduler ran several members on one core, that many times the rate measured (the model
+// divides by the ranks per core itself). Every rank also times its reduction kernel. Medians of
+// a few repetitions: about 25 ms on one host, 150 ms with a 1 Gbit/s tier.
 //
-// The numbers travel to every rank at the end and every rank keeps the same ones (per number,
-// the median of what the ranks that measured it saw), so every rank still makes the same choice
-// from them.
+// The groups measure one after the other, every rank waiting at a barrier in between (the others
+// asleep, not yielding their cores to the pair), and each repetition drives the transports as a
+// small collective does. The numbers travel to every rank at the end and every rank keeps the
+// same ones (per number, the median of what the members that measured it saw), so every rank
+// still makes the same choice from them.
 #pragma once
 
 #include <array>
 #include <cstddef>
+#include <cstdint>
 #include <optional>
 #include <span>
 #include <string>
@@ -35,6 +38,13 @@ struct ProbeGroup {
 // The first host with two ranks or more (all its ranks); then for each other tier present, its
 // first pair: the lowest rank with a peer across the tier, and its lowest such peer.
 std::vector<ProbeGroup> probe_groups(const Hierarchy& h);
+
+// Where each member of a group ran its timed transfers, two numbers per member in group order:
+// a tag of its machine (Locality::machine) and the CPU most of them ended on plus one (0:
+// unknown). Returns the most members on one CPU of one machine, at least 1: a core that did
+// several members' copies showed their rate that many times lower than cores of their own
+// would have.
+int most_members_per_core(std::span<const std::uint64_t> placements);
 
 // What one group timed, in microseconds.
 struct LinkSamples {
@@ -61,13 +71,13 @@ using ProbeValues = std::array<double, kProbeValues>;
 
 ProbeValues encode_measurements(const TierCosts& costs);
 // Every rank's values (rank after rank) to the costs every rank keeps: per number, the median
-// of the ranks that measured it (a tier has one; the reduction, every rank). The median does not
-// depend on the order, so every rank gets bitwise the same numbers.
+// of the ranks that measured it (a tier, its group's members; the reduction, every rank). The
+// median does not depend on the order, so every rank gets bitwise the same numbers.
 TierCosts agree_measurements(std::span<const double> all_ranks);
 
-// This rank's part of the probe: the groups it belongs to (one after the other), then its
-// reduction. Its results (what it measured as a group's first rank, and its reduction) go to
-// `out`.
+// This rank's part of the probe: the groups, one after the other (measuring in those it belongs
+// to), then its reduction. Its results (what it measured as a member of a group, and its
+// reduction) go to `out`.
 // Every rank of `ctx` must call it at once, with the same hierarchy.
 void measure_links(CollectiveContext& ctx, const Hierarchy& h, std::span<double> out);
 

@@ -22,15 +22,6 @@ std::string read_line(const std::filesystem::path& path) {
   return line;
 }
 
-std::string machine_id() {
-  char name[256] = {0};
-  ::gethostname(name, sizeof(name) - 1);
-  // The boot id tells apart two machines (or VMs) that share a hostname; ranks of one OS
-  // instance, including ones in different network namespaces, read the same value.
-  const std::string boot = read_line("/proc/sys/kernel/random/boot_id");
-  return boot.empty() ? std::string(name) : std::string(name) + "/" + boot.substr(0, 8);
-}
-
 // The CPUs this process may run on; empty if the kernel does not say.
 std::vector<int> affinity_cpus() {
   cpu_set_t set;
@@ -44,6 +35,15 @@ std::vector<int> affinity_cpus() {
 }
 
 }  // namespace
+
+std::string machine_id() {
+  char name[256] = {0};
+  ::gethostname(name, sizeof(name) - 1);
+  // The boot id tells apart two machines (or VMs) that share a hostname; ranks of one OS
+  // instance, including ones in different network namespaces, read the same value.
+  const std::string boot = read_line("/proc/sys/kernel/random/boot_id");
+  return boot.empty() ? std::string(name) : std::string(name) + "/" + boot.substr(0, 8);
+}
 
 double ranks_per_core(const std::vector<Locality>& localities) {
   struct Machine {

@@ -48,6 +48,9 @@ struct LocalOverrides {
   static LocalOverrides from_settings(const Settings& settings);
 };
 
+// The operating system this process runs in: its hostname and boot id (Locality::machine).
+std::string machine_id();
+
 // This process's locality. Throws HM_ERR_INVALID_ARGUMENT for an unknown fabric.
 Locality local_locality(const LocalOverrides& overrides);
 

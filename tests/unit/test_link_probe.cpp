@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdint>
 #include <cstdlib>
 #include <limits>
 #include <string>
@@ -111,6 +112,24 @@ TEST(FitSamples, SizesOnDifferentPathsFallBackOnTheLargeMessagesAlone) {
   ASSERT_TRUE(link.has_value());
   EXPECT_DOUBLE_EQ(link->latency_us, 6);
   EXPECT_NEAR(link->gbytes_per_s, s.large_bytes / ((195.0 - 6) * 1e3), 1e-12);
+}
+
+TEST(MostMembersPerCore, CountsTheMembersOnOneCpuOfOneMachine) {
+  // (machine tag, CPU + 1) per member.
+  const std::vector<std::uint64_t> apart = {7, 1, 7, 2};
+  EXPECT_EQ(most_members_per_core(apart), 1);
+  const std::vector<std::uint64_t> together = {7, 2, 7, 2};
+  EXPECT_EQ(most_members_per_core(together), 2);
+  // The same CPU number on two machines is two cores.
+  const std::vector<std::uint64_t> machines = {7, 1, 9, 1};
+  EXPECT_EQ(most_members_per_core(machines), 1);
+  // Three on CPU 0 and one elsewhere; a member whose CPU is unknown (0) counts for nothing.
+  const std::vector<std::uint64_t> host = {7, 1, 7, 1, 7, 2, 7, 1, 7, 0, 7, 0};
+  EXPECT_EQ(most_members_per_core(host), 3);
+  EXPECT_EQ(most_members_per_core(std::vector<std::uint64_t>{}), 1);
+  // An odd count (a hostile or truncated exchange) reads whole pairs only.
+  const std::vector<std::uint64_t> odd = {7, 1, 7};
+  EXPECT_EQ(most_members_per_core(odd), 1);
 }
 
 TEST(ReduceSpeed, MedianTimePerGigabyte) {
