@@ -8,6 +8,7 @@
 #include <set>
 #include <string>
 #include <tuple>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -32,6 +33,56 @@ struct Worst {
   LinkCost cost() const { return {latency_us, std::isfinite(gbytes_per_s) ? gbytes_per_s : 1e9}; }
 };
 
+// The slowest link of a step in which each `from` rank sends to its `to` rank at once. Ranks of
+// one host that send off it over the same tier share the host's uplink (the model has one per
+// tier), so each gets its share of the bandwidth.
+LinkCost step_link(const Hierarchy& h, const std::vector<std::pair<int, int>>& sends) {
+  std::map<std::pair<int, Tier>, int> sharing;  // (host, tier): its ranks sending over it
+  for (const auto& [from, to] : sends) {
+    const Tier tier = h.tier(from, to);
+    if (tier != Tier::kSameHost) ++sharing[{h.host[static_cast<std::size_t>(from)], tier}];
+  }
+  Worst worst;
+  for (const auto& [from, to] : sends) {
+    LinkCost link = h.link(from, to);
+    const Tier tier = h.tier(from, to);
+    if (tier != Tier::kSameHost) {
+      link.gbytes_per_s /= sharing[{h.host[static_cast<std::size_t>(from)], tier}];
+    }
+    worst.add(link);
+  }
+  return worst.cost();
+}
+
+// Which ranks recursive doubling pairs, as recursive.cpp's Fold numbers them: the first 2 rem
+// ranks fold in pairs (2i, 2i + 1) and the odd one of each pair goes on as virtual rank i; the
+// ranks after them as virtual ranks rem, rem + 1, ...
+Hierarchy::RecursiveLinks recursive_links(const Hierarchy& h) {
+  Hierarchy::RecursiveLinks links;
+  const int n = h.size();
+  if (n < 2) return links;
+  const int p2 = floor_power_of_two(n);
+  const int rem = n - p2;
+  const auto real = [rem](int v) { return v < rem ? 2 * v + 1 : v + rem; };
+  std::vector<std::pair<int, int>> sends;
+  for (int i = 0; i < rem; ++i) sends.emplace_back(2 * i, 2 * i + 1);
+  links.fold = step_link(h, sends);
+  for (int mask = 1; mask < p2; mask <<= 1) {
+    sends.clear();
+    for (int v = 0; v < p2; ++v) sends.emplace_back(real(v), real(v ^ mask));
+    links.rounds.push_back(step_link(h, sends));
+  }
+  return links;
+}
+
+// The same links everywhere: recursive doubling among the lanes of a hierarchical collective.
+Hierarchy::RecursiveLinks uniform_recursive_links(int n, const LinkCost& link) {
+  Hierarchy::RecursiveLinks links;
+  links.fold = link;
+  if (n >= 2) links.rounds.assign(static_cast<std::size_t>(ceil_log2(floor_power_of_two(n))), link);
+  return links;
+}
+
 Hierarchy::Summary summarize(const Hierarchy& h) {
   Hierarchy::Summary s;
   const int n = h.size();
@@ -48,6 +99,7 @@ Hierarchy::Summary summarize(const Hierarchy& h) {
                     h.ring_order[static_cast<std::size_t>((i + 1) % n)]));
   }
   s.ring = ring.cost();
+  s.recursive = recursive_links(h);
   std::map<int, int> per_host;
   std::map<int, std::set<int>> hosts_of_island;
   for (int r = 0; r < n; ++r) {
@@ -66,6 +118,7 @@ Hierarchy::Summary summarize(const Hierarchy& h) {
   for (const auto& [island, hosts] : hosts_of_island) {
     s.min_hosts_per_island = std::min(s.min_hosts_per_island, static_cast<int>(hosts.size()));
     s.max_hosts_per_island = std::max(s.max_hosts_per_island, static_cast<int>(hosts.size()));
+    if (hosts.size() > 1) s.hosts_in_shared_islands += static_cast<int>(hosts.size());
   }
   // Tiers present: two ranks on one host, two hosts in one island, two islands.
   Worst intra;
@@ -96,32 +149,51 @@ double ring_allreduce_us(const CostModel& m, int n, double bytes, const LinkCost
                       (n - 1) * block / (m.effective_reduce_gbytes_per_s() * 1e3));
 }
 
+// The fold's two steps, in which 2 rem of the n ranks work (rem = n - p).
 double fold_us(const CostModel& m, int n, double bytes, const LinkCost& link, double chunk_bytes) {
-  if (n == floor_power_of_two(n)) return 0;
+  const int p2 = floor_power_of_two(n);
+  if (n == p2) return 0;
+  const double crowd = m.ranks_per_core_of(2.0 * (n - p2), n, bytes) / m.ranks_per_core;
   return 2 * (link.latency_us + chunks_of(m, bytes, chunk_bytes) * m.chunk_overhead_us +
-              link.transfer_us(bytes)) +
-         bytes / (m.effective_reduce_gbytes_per_s() * 1e3);
+              link.transfer_us(bytes) * crowd) +
+         bytes / (m.effective_reduce_gbytes_per_s() * 1e3) * crowd;
+}
+
+// Each round over its own links: a round inside hosts costs the host tier, one across islands
+// the slow tier. The p ranks of the rounds work; the folded ones wait.
+double rd_allreduce_us(const CostModel& m, int n, double bytes,
+                       const Hierarchy::RecursiveLinks& links, double chunk_bytes) {
+  if (n <= 1) return 0;
+  const double crowd = m.ranks_per_core_of(floor_power_of_two(n), n, bytes) / m.ranks_per_core;
+  double t = fold_us(m, n, bytes, links.fold, chunk_bytes);
+  for (const LinkCost& link : links.rounds) {
+    t += link.latency_us + chunks_of(m, bytes, chunk_bytes) * m.chunk_overhead_us +
+         (link.transfer_us(bytes) + bytes / (m.effective_reduce_gbytes_per_s() * 1e3)) * crowd;
+  }
+  return t;
 }
 
 double rd_allreduce_us(const CostModel& m, int n, double bytes, const LinkCost& link,
                        double chunk_bytes) {
-  if (n <= 1) return 0;
-  const int p2 = floor_power_of_two(n);
-  const double rounds = ceil_log2(p2);
-  return rounds * (link.latency_us + chunks_of(m, bytes, chunk_bytes) * m.chunk_overhead_us +
-                   link.transfer_us(bytes) + bytes / (m.effective_reduce_gbytes_per_s() * 1e3)) +
-         fold_us(m, n, bytes, link, chunk_bytes);
+  return rd_allreduce_us(m, n, bytes, uniform_recursive_links(n, link), chunk_bytes);
 }
 
-double rhd_allreduce_us(const CostModel& m, int n, double bytes, const LinkCost& link,
-                        double chunk_bytes) {
+// Halving: the round of mask k (p/2 down to 1) sends k/p of the buffer; doubling sends it back.
+double rhd_allreduce_us(const CostModel& m, int n, double bytes,
+                        const Hierarchy::RecursiveLinks& links, double chunk_bytes) {
   if (n <= 1) return 0;
   const int p2 = floor_power_of_two(n);
-  const double rounds = ceil_log2(p2);
+  const double crowd = m.ranks_per_core_of(p2, n, bytes) / m.ranks_per_core;
   const double moved = (p2 - 1.0) / p2 * bytes;
-  return 2 * rounds * link.latency_us + 2 * chunks_of(m, moved, chunk_bytes) * m.chunk_overhead_us +
-         2 * link.transfer_us(moved) + moved / (m.effective_reduce_gbytes_per_s() * 1e3) +
-         fold_us(m, n, bytes, link, chunk_bytes);
+  double t = moved / (m.effective_reduce_gbytes_per_s() * 1e3) * crowd +
+             fold_us(m, n, bytes, links.fold, chunk_bytes);
+  for (std::size_t i = 0; i < links.rounds.size(); ++i) {
+    const LinkCost& link = links.rounds[i];
+    const double part = bytes * static_cast<double>(1 << i) / p2;
+    t += 2 * (link.latency_us + chunks_of(m, part, chunk_bytes) * m.chunk_overhead_us +
+              link.transfer_us(part) * crowd);
+  }
+  return t;
 }
 
 double chain_us(const CostModel& m, int n, double bytes, const LinkCost& link, double chunk_bytes,
@@ -332,35 +404,50 @@ double ring_allreduce(const Hierarchy& h, const CostModel& m, double bytes) {
 }
 
 double rd_allreduce(const Hierarchy& h, const CostModel& m, double bytes) {
-  return rd_allreduce_us(m, h.size(), bytes, h.summary.any, m.chunk_bytes);
+  return rd_allreduce_us(m, h.size(), bytes, h.summary.recursive, m.chunk_bytes);
 }
 
 double rhd_allreduce(const Hierarchy& h, const CostModel& m, double bytes) {
-  return rhd_allreduce_us(m, h.size(), bytes, h.summary.any, m.chunk_bytes);
+  return rhd_allreduce_us(m, h.size(), bytes, h.summary.recursive, m.chunk_bytes);
 }
 
 double hierarchical_allreduce(const Hierarchy& h, const CostModel& m, double bytes) {
   // Host level: M0 shards (M0 = ranks of the smallest host) over shared memory; island level:
   // M1 shards of those (M1 = hosts of the smallest island) over the island's fabric; then lanes
   // of one rank per island across the slow tier, the M0 lanes of a host sharing its uplink.
+  // Where ranks share cores, each level's work is crowded by the ranks that take part in it
+  // (the others wait asleep).
   const Hierarchy::Summary& s = h.summary;
   const double chunk = m.chunk_bytes;
+  const double n = h.size();
   const double reduce_us_per_byte = 1.0 / (m.effective_reduce_gbytes_per_s() * 1e3);
-  auto level_us = [&](int group, double shards, double data, const LinkCost& link) {
+  auto level_us = [&](int group, double shards, double data, const LinkCost& link, double active) {
     if (group <= 1) return 0.0;
+    const double crowd = m.ranks_per_core_of(active, n, bytes);
+    const double relief = crowd / m.ranks_per_core;
     const double shard = data / shards;
     const double steps = group - 1.0;
     return 2 * steps * (link.latency_us + chunks_of(m, shard, chunk) * m.chunk_overhead_us) +
-           m.overlapped(2 * steps * link.transfer_us(shard), steps * shard * reduce_us_per_byte);
+           m.overlapped_at(2 * steps * link.transfer_us(shard) * relief,
+                           steps * shard * reduce_us_per_byte * relief, crowd);
   };
-  const double intra = level_us(s.max_per_host, s.min_per_host, bytes, h.same_host) +
-                       level_us(s.max_hosts_per_island, s.min_hosts_per_island,
-                                bytes / s.min_per_host, h.same_island);
+  // Host level: every rank of a host with two or more; island level: M0 ranks of every host in
+  // an island of two hosts or more.
+  const double intra =
+      level_us(s.max_per_host, s.min_per_host, bytes, h.same_host, n) +
+      level_us(s.max_hosts_per_island, s.min_hosts_per_island, bytes / s.min_per_host,
+               h.same_island, static_cast<double>(s.min_per_host) * s.hosts_in_shared_islands);
   if (s.islands < 2) return intra;
   const double shard = bytes / (s.min_per_host * s.min_hosts_per_island);
-  const LinkCost lane{h.other_island.latency_us, h.other_island.gbytes_per_s / s.min_per_host};
-  const double inter = std::min(ring_allreduce_us(m, s.islands, shard, lane, chunk),
-                                rd_allreduce_us(m, s.islands, shard, lane, chunk));
+  const double lanes = static_cast<double>(s.min_per_host) * s.min_hosts_per_island * s.islands;
+  // The lanes' model: their own crowd (the hierarchy's bandwidths are the crowded ones).
+  CostModel lanes_model = m;
+  lanes_model.ranks_per_core = m.ranks_per_core_of(lanes, n, bytes);
+  const double relief = lanes_model.ranks_per_core / m.ranks_per_core;
+  const LinkCost lane{h.other_island.latency_us,
+                      h.other_island.gbytes_per_s / s.min_per_host / relief};
+  const double inter = std::min(ring_allreduce_us(lanes_model, s.islands, shard, lane, chunk),
+                                rd_allreduce_us(lanes_model, s.islands, shard, lane, chunk));
   // Segments overlap the tiers: the slower one sets the pace; of the other, the first segment's
   // way in and the last's way out show (each half of the tier's work: in and out).
   const auto weights = hierarchical_segment_weights(hierarchical_segments(h, m, bytes));

@@ -27,6 +27,16 @@
 
 namespace holmes {
 
+// Calls up to this size drive their transport from the caller's thread (begin_caller_drive):
+// they are over in microseconds to a few milliseconds and wait polling, and each of their steps
+// would otherwise cost two thread wake-ups (the transport's, then the caller's). 4-rank allreduce
+// here (BENCHMARKS.md), driving against not: tcp 256 KiB 0.71 against 0.36 GB/s busbw, 1 MiB
+// 1.16 against 0.74; shm 256 KiB 2.3 against 1.9, 1 MiB 6.4 against 4.9; from 2 MiB on it made
+// no difference or cost a little, so larger calls leave the transport's thread to move data
+// while the caller reduces. (The dispatch decides; the cost model knows that ranks waiting in
+// such a call keep taking turns on the cores.)
+inline constexpr std::size_t kCallerDriveMaxBytes = std::size_t{1} << 20;
+
 struct LinkCost {
   double latency_us = 0;
   double gbytes_per_s = 1;
@@ -91,9 +101,22 @@ struct CostModel {
   // Two pieces of work a rank's algorithm overlaps (transfers with reductions, one tier with
   // another): the longer sets the pace while each has cores to itself; where ranks share cores
   // (2 or more per core), both want the same cores and the times add up.
-  double overlapped(double a, double b) const {
-    const double hidden = std::clamp(2.0 - ranks_per_core, 0.0, 1.0);  // of the shorter one
+  double overlapped(double a, double b) const { return overlapped_at(a, b, ranks_per_core); }
+  double overlapped_at(double a, double b, double crowd) const {
+    const double hidden = std::clamp(2.0 - crowd, 0.0, 1.0);  // of the shorter one
     return std::max(a, b) + std::min(a, b) * (1 - hidden);
+  }
+  // Ranks per core in a phase of a call of `bytes` where only `active` of the communicator's
+  // `ranks` work (the lanes of a hierarchical allreduce, the power-of-two core of recursive
+  // doubling): in a call too large to drive (kCallerDriveMaxBytes) the others wait asleep, and
+  // fewer ranks want the cores, down to one per core; in a driven call they poll and yield,
+  // taking their turns. The bandwidths the model holds are divided by ranks_per_core, so such
+  // a phase's transfer and reduction times take the factor crowd / ranks_per_core.
+  double ranks_per_core_of(double active, double ranks, double bytes) const {
+    if (ranks_per_core <= 1 || !(ranks > 0) || bytes <= kCallerDriveMaxBytes) {
+      return ranks_per_core;
+    }
+    return std::max(1.0, ranks_per_core * std::min(1.0, active / ranks));
   }
 
   // Defaults overridden by the HOLMES_COST_* settings given; throws HM_ERR_INVALID_ARGUMENT
@@ -119,6 +142,15 @@ struct Hierarchy {
   // 0 when it has none (ranks on several hosts, or not every peer on shm).
   std::size_t board_bytes = 0;
 
+  // The links of recursive doubling's and halving/doubling's steps (recursive.cpp): the pairs
+  // of the fold (rank 2i hands its data to 2i + 1, for the first n - p ranks, p the largest power
+  // of two), then per round (partners that differ by mask 1, 2, 4, ... among the p ranks left)
+  // the slowest link a pair of that round uses.
+  struct RecursiveLinks {
+    LinkCost fold;
+    std::vector<LinkCost> rounds;  // [i]: the round of mask 1 << i
+  };
+
   // What the predictions read, derived once by make_hierarchy (not on every call).
   struct Summary {
     int islands = 1;
@@ -127,11 +159,13 @@ struct Hierarchy {
     LinkCost ring;            // worst link of the ring order
     LinkCost any;             // worst link between any two ranks
     LinkCost intra;           // worst link inside an island
+    RecursiveLinks recursive;
     // Group sizes of the hierarchical allreduce's levels.
     int min_per_host = 1;
     int max_per_host = 1;
     int min_hosts_per_island = 1;
     int max_hosts_per_island = 1;
+    int hosts_in_shared_islands = 0;  // hosts of islands that have two or more
   };
   Summary summary;
 

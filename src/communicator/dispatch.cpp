@@ -10,14 +10,6 @@
 namespace holmes::detail {
 namespace {
 
-// Calls up to this size drive their transport from the caller's thread (begin_caller_drive):
-// they are over in microseconds to a few milliseconds and wait polling, and each of their steps
-// would otherwise cost two thread wake-ups (the transport's, then the caller's). 4-rank allreduce
-// here (BENCHMARKS.md), driving against not: tcp 256 KiB 0.71 against 0.36 GB/s busbw, 1 MiB
-// 1.16 against 0.74; shm 256 KiB 2.3 against 1.9, 1 MiB 6.4 against 4.9; from 2 MiB on it made
-// no difference or cost a little, so larger calls leave the transport's thread to move data
-// while the caller reduces.
-constexpr std::size_t kCallerDriveMaxBytes = std::size_t{1} << 20;
 // Device buffers stage through host memory, and a caller waiting for a staging copy sleeps on a
 // condition variable: while it drives, that holds the tcp io thread parked for up to its lease
 // (1 ms) per wait, so only small device calls drive.

@@ -3,6 +3,7 @@
 // is known, and HOLMES_ALGO / HOLMES_COST_* parsing with errors that name what is wrong.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <limits>
 #include <string>
@@ -122,6 +123,72 @@ TEST(CostModel, ASlowLinkBetweenIslandsMakesHierarchicalWin) {
   const double bound = 2.0 * 1 / 2 * 64e6 / 4 / (0.125 / 2 * 1e3);
   EXPECT_GE(choice.microseconds, bound);
   EXPECT_LT(choice.microseconds, 1.3 * bound);
+}
+
+TEST(CostModel, RecursiveDoublingPaysEachRoundsOwnLinks) {
+  CostModel m;
+  m.inter_island = {100, 0.125};
+  // Hosts a, b (island X) and c (island Y), two ranks each, in rank order: the fold pairs 0-1
+  // and 2-3 (same host); then among 1, 3, 4, 5 mask 1 pairs 1-3 (same island) and 4-5 (same
+  // host), mask 2 pairs 1-4 and 3-5 (other island; both ranks of host c cross, sharing its
+  // uplink).
+  const Hierarchy h = make_hierarchy({"a", "a", "b", "b", "c", "c"}, {"X", "X", "X", "X", "Y", "Y"},
+                                     m.shm, m.island_rdma, m.inter_island);
+  const auto& links = h.summary.recursive;
+  EXPECT_EQ(links.fold.latency_us, m.shm.latency_us);
+  EXPECT_EQ(links.fold.gbytes_per_s, m.shm.gbytes_per_s);
+  ASSERT_EQ(links.rounds.size(), 2u);
+  // The slower of the round's two links in each number.
+  EXPECT_EQ(links.rounds[0].latency_us, std::max(m.island_rdma.latency_us, m.shm.latency_us));
+  EXPECT_EQ(links.rounds[0].gbytes_per_s, std::min(m.island_rdma.gbytes_per_s, m.shm.gbytes_per_s));
+  EXPECT_EQ(links.rounds[1].latency_us, m.inter_island.latency_us);
+  EXPECT_DOUBLE_EQ(links.rounds[1].gbytes_per_s, m.inter_island.gbytes_per_s / 2);
+  // An 8-byte allreduce pays one slow step, not four: each step is its latency, a chunk's
+  // overhead and next to nothing for the bytes.
+  const double t = predict(h, m, CollectiveKind::kAllreduce, Algorithm::kRecursiveDoubling, 8);
+  const double steps = 2 * links.fold.latency_us + links.rounds[0].latency_us +
+                       links.rounds[1].latency_us + 4 * m.chunk_overhead_us;
+  EXPECT_NEAR(t, steps, 1.0);
+  EXPECT_LT(t, 2 * m.inter_island.latency_us);
+}
+
+TEST(CostModel, RanksOfAHostThatCrossInOneRoundShareItsUplink) {
+  CostModel m;
+  m.inter_island = {100, 0.125};
+  // Two islands of one host with two ranks each, islands alternating by rank: mask 1 pairs
+  // 0-1 and 2-3 across islands, two ranks of each host sending over its uplink at once.
+  const Hierarchy h = make_hierarchy({"a", "b", "a", "b"}, {"X", "Y", "X", "Y"}, m.shm,
+                                     m.island_rdma, m.inter_island);
+  const auto& links = h.summary.recursive;
+  ASSERT_EQ(links.rounds.size(), 2u);
+  EXPECT_DOUBLE_EQ(links.rounds[0].gbytes_per_s, 0.125 / 2);
+  EXPECT_EQ(links.rounds[1].gbytes_per_s, m.shm.gbytes_per_s);
+}
+
+TEST(CostModel, WaitingRanksFreeSharedCoresOnlyInCallsTooLargeToDrive) {
+  CostModel m;
+  m.ranks_per_core = 3;  // 6 ranks on 2 cores
+  // 4 of the 6 work: in a driven call the other two poll and take their turns.
+  EXPECT_EQ(m.ranks_per_core_of(4, 6, kCallerDriveMaxBytes), 3);
+  EXPECT_EQ(m.ranks_per_core_of(4, 6, 4.0 * kCallerDriveMaxBytes), 2);
+  EXPECT_EQ(m.ranks_per_core_of(1, 6, 4.0 * kCallerDriveMaxBytes), 1);  // never below one
+  CostModel spread;  // a core per rank: nothing to free
+  EXPECT_EQ(spread.ranks_per_core_of(1, 6, 4.0 * kCallerDriveMaxBytes), 1);
+  // So on crowded cores a large recursive doubling on 6 ranks (4 in its rounds, 4 in its fold)
+  // is predicted faster than if every rank worked throughout: its transfers and reductions at
+  // 2 of the 3 ranks per core.
+  const Hierarchy h = make_hierarchy({"a", "a", "a", "a", "a", "a"}, {"X", "X", "X", "X", "X", "X"},
+                                     m.shm, m.island_rdma, m.inter_island);
+  const double bytes = 16.0 * kCallerDriveMaxBytes;
+  const double relieved =
+      predict(h, m, CollectiveKind::kAllreduce, Algorithm::kRecursiveDoubling, bytes);
+  const double fixed_us = h.same_host.latency_us + bytes / m.chunk_bytes * m.chunk_overhead_us;
+  const double link_us = h.same_host.transfer_us(bytes);
+  const double reduce_us = bytes / (m.effective_reduce_gbytes_per_s() * 1e3);
+  const double expected = 2 * (fixed_us + (link_us + reduce_us) * 2 / 3) +       // the rounds
+                          2 * (fixed_us + link_us * 2 / 3) + reduce_us * 2 / 3;  // the fold
+  EXPECT_NEAR(relieved, expected, 1e-6 * expected);
+  EXPECT_LT(relieved, 4 * (fixed_us + link_us + reduce_us));
 }
 
 TEST(CostModel, ASlowLinkBetweenIslandsMakesHierarchicalAllgatherAndReduceScatterWin) {
