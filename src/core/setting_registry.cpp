@@ -204,10 +204,10 @@ constexpr SettingSpec kTable[] = {
     typed(S::kCostReduceGbps, "HOLMES_COST_REDUCE_GBPS", T::kRate, Scope::kAgreed, "cost model",
           "3", "the CPU reduction speed, GB/s of result"),
     flag(S::kCostProbe, "HOLMES_COST_PROBE", Scope::kAgreed, "cost model", "0",
-         "`1`: measure the tiers when the communicator is created (one pair of ranks per tier: "
-         "8-byte ping-pong, 64 KiB and 1 MiB transfers; every rank's reduction) and use the "
-         "numbers, except for tiers a `HOLMES_COST_*` setting gives; about 20 ms on one host, 100 "
-         "ms with a 1 Gbit/s tier"),
+         "`1`: measure the tiers when the communicator is created (one host's ranks, then one "
+         "pair of ranks per other tier, each at a time: 8-byte, 64 KiB and 1 MiB exchanges; every "
+         "rank's reduction) and use the numbers, except for tiers a `HOLMES_COST_*` setting "
+         "gives; about 25 ms on one host, 150 ms with a 1 Gbit/s tier"),
     // Process.
     choice(S::kReduceIsa, "HOLMES_REDUCE_ISA", Scope::kProcess, "reduction", "auto", kReduceIsas,
            "CPU reduction kernels: `auto` (AVX2+F16C when the CPU has them), `portable`, `avx2`; "
