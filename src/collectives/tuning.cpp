@@ -149,26 +149,23 @@ double ring_allreduce_us(const CostModel& m, int n, double bytes, const LinkCost
                       (n - 1) * block / (m.effective_reduce_gbytes_per_s() * 1e3));
 }
 
-// The fold's two steps, in which 2 rem of the n ranks work (rem = n - p).
 double fold_us(const CostModel& m, int n, double bytes, const LinkCost& link, double chunk_bytes) {
-  const int p2 = floor_power_of_two(n);
-  if (n == p2) return 0;
-  const double crowd = m.ranks_per_core_of(2.0 * (n - p2), n, bytes) / m.ranks_per_core;
+  if (n == floor_power_of_two(n)) return 0;
   return 2 * (link.latency_us + chunks_of(m, bytes, chunk_bytes) * m.chunk_overhead_us +
-              link.transfer_us(bytes) * crowd) +
-         bytes / (m.effective_reduce_gbytes_per_s() * 1e3) * crowd;
+              link.transfer_us(bytes)) +
+         bytes / (m.effective_reduce_gbytes_per_s() * 1e3);
 }
 
 // Each round over its own links: a round inside hosts costs the host tier, one across islands
-// the slow tier. The p ranks of the rounds work; the folded ones wait.
+// the slow tier. (The folded ranks wait, but no faster for it: measured on 6 ranks of 2 cores,
+// 16 MiB took what every rank working predicts, 0.5-0.8 of it with 4 of 6 working.)
 double rd_allreduce_us(const CostModel& m, int n, double bytes,
                        const Hierarchy::RecursiveLinks& links, double chunk_bytes) {
   if (n <= 1) return 0;
-  const double crowd = m.ranks_per_core_of(floor_power_of_two(n), n, bytes) / m.ranks_per_core;
   double t = fold_us(m, n, bytes, links.fold, chunk_bytes);
   for (const LinkCost& link : links.rounds) {
     t += link.latency_us + chunks_of(m, bytes, chunk_bytes) * m.chunk_overhead_us +
-         (link.transfer_us(bytes) + bytes / (m.effective_reduce_gbytes_per_s() * 1e3)) * crowd;
+         link.transfer_us(bytes) + bytes / (m.effective_reduce_gbytes_per_s() * 1e3);
   }
   return t;
 }
@@ -183,15 +180,14 @@ double rhd_allreduce_us(const CostModel& m, int n, double bytes,
                         const Hierarchy::RecursiveLinks& links, double chunk_bytes) {
   if (n <= 1) return 0;
   const int p2 = floor_power_of_two(n);
-  const double crowd = m.ranks_per_core_of(p2, n, bytes) / m.ranks_per_core;
   const double moved = (p2 - 1.0) / p2 * bytes;
-  double t = moved / (m.effective_reduce_gbytes_per_s() * 1e3) * crowd +
+  double t = moved / (m.effective_reduce_gbytes_per_s() * 1e3) +
              fold_us(m, n, bytes, links.fold, chunk_bytes);
   for (std::size_t i = 0; i < links.rounds.size(); ++i) {
     const LinkCost& link = links.rounds[i];
     const double part = bytes * static_cast<double>(1 << i) / p2;
     t += 2 * (link.latency_us + chunks_of(m, part, chunk_bytes) * m.chunk_overhead_us +
-              link.transfer_us(part) * crowd);
+              link.transfer_us(part));
   }
   return t;
 }
@@ -421,9 +417,14 @@ double hierarchical_allreduce(const Hierarchy& h, const CostModel& m, double byt
   const double chunk = m.chunk_bytes;
   const double n = h.size();
   const double reduce_us_per_byte = 1.0 / (m.effective_reduce_gbytes_per_s() * 1e3);
+  // Segments keep every rank busy with one phase or another: no level has the cores to itself.
+  const int segments = hierarchical_segments(h, m, bytes);
+  const auto crowd_of = [&](double active) {
+    return segments > 1 ? m.ranks_per_core : m.ranks_per_core_of(active, n, bytes);
+  };
   auto level_us = [&](int group, double shards, double data, const LinkCost& link, double active) {
     if (group <= 1) return 0.0;
-    const double crowd = m.ranks_per_core_of(active, n, bytes);
+    const double crowd = crowd_of(active);
     const double relief = crowd / m.ranks_per_core;
     const double shard = data / shards;
     const double steps = group - 1.0;
@@ -442,7 +443,7 @@ double hierarchical_allreduce(const Hierarchy& h, const CostModel& m, double byt
   const double lanes = static_cast<double>(s.min_per_host) * s.min_hosts_per_island * s.islands;
   // The lanes' model: their own crowd (the hierarchy's bandwidths are the crowded ones).
   CostModel lanes_model = m;
-  lanes_model.ranks_per_core = m.ranks_per_core_of(lanes, n, bytes);
+  lanes_model.ranks_per_core = crowd_of(lanes);
   const double relief = lanes_model.ranks_per_core / m.ranks_per_core;
   const LinkCost lane{h.other_island.latency_us,
                       h.other_island.gbytes_per_s / s.min_per_host / relief};
@@ -450,7 +451,7 @@ double hierarchical_allreduce(const Hierarchy& h, const CostModel& m, double byt
                                 rd_allreduce_us(lanes_model, s.islands, shard, lane, chunk));
   // Segments overlap the tiers: the slower one sets the pace; of the other, the first segment's
   // way in and the last's way out show (each half of the tier's work: in and out).
-  const auto weights = hierarchical_segment_weights(hierarchical_segments(h, m, bytes));
+  const auto weights = hierarchical_segment_weights(segments);
   const double edge =
       (weights.front() + weights.back()) / 2 / std::accumulate(weights.begin(), weights.end(), 0.0);
   return m.overlapped(std::max(intra, inter), std::min(intra, inter) * (1 - edge)) +

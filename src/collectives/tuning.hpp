@@ -107,11 +107,11 @@ struct CostModel {
     return std::max(a, b) + std::min(a, b) * (1 - hidden);
   }
   // Ranks per core in a phase of a call of `bytes` where only `active` of the communicator's
-  // `ranks` work (the lanes of a hierarchical allreduce, the power-of-two core of recursive
-  // doubling): in a call too large to drive (kCallerDriveMaxBytes) the others wait asleep, and
-  // fewer ranks want the cores, down to one per core; in a driven call they poll and yield,
-  // taking their turns. The bandwidths the model holds are divided by ranks_per_core, so such
-  // a phase's transfer and reduction times take the factor crowd / ranks_per_core.
+  // `ranks` work (the island level and the lanes of a hierarchical allreduce in one segment): in
+  // a call too large to drive (kCallerDriveMaxBytes) the others wait asleep, and fewer ranks want
+  // the cores, down to one per core; in a driven call they poll and yield, taking their turns. The
+  // bandwidths the model holds are divided by ranks_per_core, so such a phase's transfer and
+  // reduction times take the factor crowd / ranks_per_core.
   double ranks_per_core_of(double active, double ranks, double bytes) const {
     if (ranks_per_core <= 1 || !(ranks > 0) || bytes <= kCallerDriveMaxBytes) {
       return ranks_per_core;
