@@ -144,6 +144,19 @@ for coll in reduce_scatter allgather; do
 done
 echo "-- allreduce float32, device, ipc with a 256 MiB window (one round at 256 MiB)"
 HOLMES_IPC_WINDOW_BYTES=268435456 sweep allreduce --device -d float32 || die "ipc window sweep failed"
+step "staged across islands: 2 islands x 2 hosts x 1 rank (islands.sh env), device against host buffers"
+# Issue 29's target: the staged cross-island path at >= 0.9x the host buffers' busbw at 16 MiB.
+# Each chunk is copied out, in and reduced synchronously; a larger chunk (HOLMES_CHUNK_BYTES)
+# pays that fixed cost less often (on an H200, 4 MiB chunks gave device buffers 5.4 GB/s against
+# host 4.0 at 64 MiB, one host).
+islands() { "$build/bin/holmes-run" -n 4 --timeout 240 -- "$root/tests/mp/islands.sh" env \
+  "$build/bin/holmes-bench" allreduce --check -b 16M -e 64M -f 4 --iters 5 --warmup 2 "$@"; }
+for chunk in 524288 4194304; do
+  echo "-- HOLMES_CHUNK_BYTES=$chunk: device (staged), then host"
+  HOLMES_CHUNK_BYTES=$chunk HOLMES_GROUP_ENGINE=ring islands --device ||
+    die "staged cross-island sweep failed"
+  HOLMES_CHUNK_BYTES=$chunk islands || die "host cross-island sweep failed"
+done
 # The torch backend, when this machine's torch was found at configure time: its tests on CPU
 # tensors, then every op on CUDA tensors (tests/torch/cuda_check.py), 2 ranks on the one GPU.
 if ls "$build"/lib/python/_holmes_torch*.so >/dev/null 2>&1; then
