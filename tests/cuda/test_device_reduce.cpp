@@ -172,6 +172,61 @@ TEST(DeviceReduce, EveryDtypeOpAndCountMatchesTheCpuKernelBitwise) {
   }
 }
 
+// device_reduce_many over 1 to 9 inputs (two kernels past 8), the first input in place as
+// dst, and a misaligned set: the bits of holmes::reduce applied pairwise left to right.
+TEST(DeviceReduce, ManyInputsMatchPairwiseCpuKernelsBitwise) {
+  HOLMES_REQUIRE_CUDA_DEVICE();
+  std::mt19937_64 rng(99);
+  const std::size_t count = 40961;
+  for (hm_dtype_t dtype : testing::kAllDtypes) {
+    const std::size_t size = dtype_size(dtype);
+    for (hm_op_t op : testing::kAllOps) {
+      for (std::size_t n : {1, 2, 4, 9}) {
+        std::vector<Bytes> raw;
+        std::vector<DeviceBuffer> buffers;
+        std::vector<const void*> inputs;
+        for (std::size_t j = 0; j < n; ++j) {
+          raw.push_back(testing::random_inputs(dtype, count, rng));
+          buffers.emplace_back(raw.back().size() + 16);
+        }
+        Bytes expected = raw[0];
+        for (std::size_t j = 1; j < n; ++j) {
+          reduce(dtype, op, expected.data(), expected.data(), raw[j].data(), count);
+        }
+        for (const std::size_t shift : {std::size_t{0}, size}) {
+          inputs.clear();
+          for (std::size_t j = 0; j < n; ++j) {
+            // Odd inputs shifted by an element in the second pass: no common 16-byte alignment.
+            const std::size_t at = (j % 2 == 1) ? shift : 0;
+            copy_host_to_device(bytes_of(buffers[j]) + at, raw[j].data(), raw[j].size());
+            inputs.push_back(bytes_of(buffers[j]) + at);
+          }
+          DeviceBuffer dst(raw[0].size());
+          device_reduce_many(dtype, op, dst.data(), inputs, count);
+          ASSERT_EQ(
+              testing::first_differences(dtype, expected, download(dst.data(), raw[0].size())), "")
+              << testing::describe(dtype, op, count) << " inputs " << n << " shift " << shift;
+          // In place into the first input.
+          device_reduce_many(dtype, op, const_cast<void*>(inputs[0]), inputs, count);
+          ASSERT_EQ(testing::first_differences(dtype, expected, download(inputs[0], raw[0].size())),
+                    "")
+              << testing::describe(dtype, op, count) << " inputs " << n << " in place";
+        }
+      }
+    }
+  }
+  // A later input that is dst, or none at all, is refused before the device is touched.
+  DeviceBuffer a(64);
+  DeviceBuffer b(64);
+  const std::vector<const void*> twice = {a.data(), b.data()};
+  const std::string message =
+      error_of([&] { device_reduce_many(HM_FLOAT32, HM_SUM, b.data(), twice, 16); },
+               HM_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(message.find("input 1 is dst"), std::string::npos) << message;
+  error_of([&] { device_reduce_many(HM_FLOAT32, HM_SUM, a.data(), {}, 16); },
+           HM_ERR_INVALID_ARGUMENT);
+}
+
 // b in page-locked host memory (read by the kernel over the bus), a and dst at different
 // alignments so that the element-by-element path runs.
 TEST(DeviceReduce, ReadsPageLockedHostOperandsAndMixedAlignments) {

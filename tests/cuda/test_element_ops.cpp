@@ -13,6 +13,7 @@
 #include <cstring>
 #include <random>
 #include <string>
+#include <vector>
 
 #include "core/dtype.hpp"
 #include "core/reduce.hpp"
@@ -133,6 +134,28 @@ void host_reduce_like_kernel(hm_dtype_t dtype, hm_op_t op, void* dst, const void
   });
 }
 
+// The n-way kernel's passes and work split run on the CPU, as launch_reduce_many runs them.
+void host_reduce_many_like_kernel(hm_dtype_t dtype, hm_op_t op, void* dst,
+                                  const std::vector<const void*>& inputs, std::size_t count,
+                                  std::size_t threads) {
+  with_op(dtype, op, [&](auto tag, auto element_op) {
+    using T = decltype(tag);
+    reduce_passes(dst, inputs.data(), inputs.size(), [&](const void* const* pass, int n) {
+      ReduceInputs<T> in{};
+      std::vector<const void*> pointers{dst};
+      for (int j = 0; j < n; ++j) {
+        in.at[j] = static_cast<const T*>(pass[j]);
+        pointers.push_back(pass[j]);
+      }
+      in.count = n;
+      const Split split = split_range<T>(count, pointers.data(), pointers.size());
+      for (std::size_t t = 0; t < threads; ++t) {
+        many_range(static_cast<T*>(dst), in, split, element_op, t, threads);
+      }
+    });
+  });
+}
+
 void host_divide_like_kernel(hm_dtype_t dtype, void* data, std::size_t count, int nranks,
                              std::size_t threads) {
   with_divide(dtype, nranks, [&](auto tag, auto element_op) {
@@ -200,6 +223,45 @@ TEST(ElementOps, EveryDtypeAndOpMatchesTheCpuKernelBitwise) {
 }
 
 // Every pair of special values (NaN payloads, infinities, zeros, subnormals) in both orders.
+TEST(ElementOps, NWayReductionEqualsPairwiseCpuKernelsBitwise) {
+  // dst = in0 op in1 op ... in order, as the ipc engine reduces every rank's window: the same
+  // bits as the CPU kernel applied pairwise, left to right, for 1 to 2 passes of inputs.
+  std::mt19937_64 rng(7);
+  const std::size_t counts[] = {0, 1, 17, 4097};
+  for (hm_dtype_t dtype : testing::kAllDtypes) {
+    const std::size_t size = dtype_size(dtype);
+    for (hm_op_t op : testing::kAllOps) {
+      for (std::size_t count : counts) {
+        for (std::size_t n : {1, 2, 3, 8, 9, 16}) {
+          std::vector<Bytes> raw;
+          for (std::size_t j = 0; j < n; ++j) {
+            raw.push_back(testing::random_inputs(dtype, count, rng));
+          }
+          Bytes expected = raw[0];
+          for (std::size_t j = 1; j < n; ++j) {
+            reduce(dtype, op, expected.data(), expected.data(), raw[j].data(), count);
+          }
+          // Inputs at the same offset past 16 bytes (packs), and at different ones (elements).
+          for (const bool mixed : {false, true}) {
+            std::vector<Placed> placed;
+            std::vector<const void*> inputs;
+            placed.reserve(n);
+            for (std::size_t j = 0; j < n; ++j) {
+              placed.emplace_back(raw[j], mixed ? (j % 2) * size : 0);
+              inputs.push_back(placed.back().data());
+            }
+            Placed dst(Bytes(count * size, 0), 0);
+            host_reduce_many_like_kernel(dtype, op, dst.data(), inputs, count, 3);
+            EXPECT_EQ(dst.bytes(count * size), expected)
+                << dtype_name(dtype) << " op " << op << " count " << count << " inputs " << n
+                << (mixed ? " misaligned" : "");
+          }
+        }
+      }
+    }
+  }
+}
+
 TEST(ElementOps, EveryPairOfSpecialValuesMatchesTheCpuKernel) {
   auto pairs = [](const auto& specials) {
     std::pair<Bytes, Bytes> out;

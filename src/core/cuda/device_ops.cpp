@@ -193,6 +193,38 @@ void device_reduce(hm_dtype_t dtype, hm_op_t op, void* dst, const void* a, const
 #endif
 }
 
+void device_reduce_many(hm_dtype_t dtype, hm_op_t op, void* dst,
+                        std::span<const void* const> inputs, std::size_t count) {
+  constexpr const char* kOperation = "device_reduce_many";
+  require_cuda_device(kOperation);
+  require(op_valid(op), "{}: unknown reduction op {}", kOperation, static_cast<int>(op));
+  require(dtype_valid(dtype), "{}: unknown dtype {}", kOperation, static_cast<int>(dtype));
+  require(!inputs.empty(), "{}: no inputs", kOperation);
+  const std::size_t bytes = checked_bytes(count, dtype, kOperation);
+#if defined(HOLMES_HAVE_CUDA)
+  if (count == 0) return;
+  const std::size_t alignment = dtype_size(dtype);
+  const cuda::PointerInfo target = device_operand(dst, bytes, kOperation, "dst");
+  require_aligned(dst, alignment, kOperation, "dst");
+  cuda::DeviceGuard guard(target.device);
+  cuda::ThreadStream& stream = cuda::thread_stream(target.device);
+  for (std::size_t i = 0; i < inputs.size(); ++i) {
+    const std::string name = "input " + std::to_string(i);
+    require_aligned(inputs[i], alignment, kOperation, name.c_str());
+    // Only the first input may be dst: a later one would be overwritten before it is read.
+    require(i == 0 || inputs[i] != dst, "{}: {} is dst (only input 0 may be)", kOperation, name);
+    require_no_partial_overlap(dst, inputs[i], bytes, kOperation, name.c_str());
+    kernel_input(inputs[i], bytes, stream, kOperation, name.c_str());
+  }
+  cuda::check(device_ops::launch_reduce_many(dtype, op, dst, inputs.data(), inputs.size(), count,
+                                             stream.max_blocks, stream.stream),
+              kOperation);
+  cuda::synchronize(stream, kOperation);
+#else
+  (void)dst, (void)bytes;
+#endif
+}
+
 void device_finalize_average(hm_dtype_t dtype, void* data, std::size_t count, int nranks) {
   constexpr const char* kOperation = "device_finalize_average";
   require_cuda_device(kOperation);

@@ -14,6 +14,7 @@
 #include <holmes/holmes.h>
 
 #include <cstddef>
+#include <span>
 
 namespace holmes {
 
@@ -32,6 +33,13 @@ void copy_device_to_device(void* dst, const void* src, std::size_t bytes);
 // device can read pageable memory). dst may be the same pointer as a or b. AVG reduces as SUM.
 void device_reduce(hm_dtype_t dtype, hm_op_t op, void* dst, const void* a, const void* b,
                    std::size_t count);
+
+// device_reduce_many: dst[i] = in[0][i] op in[1][i] op ... op in[n-1][i], in that order, with the
+// bits of device_reduce applied pairwise left to right (dst = in0 op in1, then dst op in2, ...),
+// but each input read once (a kernel per 8 inputs) and one wait at the end. Inputs as
+// device_reduce's a and b; at least one; dst may be the same pointer as inputs[0] only.
+void device_reduce_many(hm_dtype_t dtype, hm_op_t op, void* dst,
+                        std::span<const void* const> inputs, std::size_t count);
 
 // data[i] /= nranks on the device, with the exact results of holmes::finalize_average().
 void device_finalize_average(hm_dtype_t dtype, void* data, std::size_t count, int nranks);

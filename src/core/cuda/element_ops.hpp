@@ -256,14 +256,15 @@ struct alignas(kPackBytes) Pack {
   T v[kSize];
 };
 
-// `pointers` are the element pointers of one operation; each is aligned to sizeof(T).
+// `pointers` (at least one) are the element pointers of one operation; each is aligned to
+// sizeof(T).
 template <typename T>
-Split split_range(std::size_t count, std::initializer_list<const void*> pointers) {
+Split split_range(std::size_t count, const void* const* pointers, std::size_t n) {
   Split split;
   split.count = count;
-  const auto misalignment = reinterpret_cast<std::uintptr_t>(*pointers.begin()) % kPackBytes;
-  for (const void* p : pointers) {
-    if (reinterpret_cast<std::uintptr_t>(p) % kPackBytes != misalignment) {
+  const auto misalignment = reinterpret_cast<std::uintptr_t>(pointers[0]) % kPackBytes;
+  for (std::size_t i = 0; i < n; ++i) {
+    if (reinterpret_cast<std::uintptr_t>(pointers[i]) % kPackBytes != misalignment) {
       split.head = count;  // no common alignment: everything element by element
       return split;
     }
@@ -272,6 +273,10 @@ Split split_range(std::size_t count, std::initializer_list<const void*> pointers
   split.head = to_aligned < count ? to_aligned : count;
   split.vectors = (count - split.head) / Pack<T>::kSize;
   return split;
+}
+template <typename T>
+Split split_range(std::size_t count, std::initializer_list<const void*> pointers) {
+  return split_range<T>(count, pointers.begin(), pointers.size());
 }
 
 template <typename T>
@@ -319,6 +324,60 @@ HOLMES_HD void binary_range(T* dst, const T* a, const T* b, const Split& split, 
   for (std::size_t i = thread; i < scalars; i += threads) {
     const std::size_t at = scalar_index(split, i, vector_end);
     dst[at] = op(a[at], b[at]);
+  }
+}
+
+// The inputs of one n-way reduction, by value (a kernel's parameter): at most kMaxReduceInputs;
+// more take several passes, each after the first starting from its result.
+inline constexpr int kMaxReduceInputs = 8;
+template <typename T>
+struct ReduceInputs {
+  const T* at[kMaxReduceInputs];
+  int count;
+};
+
+// dst[i] = op(...op(op(in[0][i], in[1][i]), in[2][i])..., in[n-1][i]) for this thread's share of
+// the range: in the inputs' order, each op's result held as T, so the bits are those of n - 1
+// binary_range passes (dst = in0 op in1, then dst = dst op in2, ...) while each input is read
+// once and dst written once. dst may equal in[0]; n >= 1.
+template <typename T, typename Op>
+HOLMES_HD void many_range(T* dst, const ReduceInputs<T>& in, const Split& split, Op op,
+                          std::size_t thread, std::size_t threads) {
+  constexpr std::size_t kPer = Pack<T>::kSize;
+  const std::size_t vector_end = split.head + split.vectors * kPer;
+  for (std::size_t v = thread; v < split.vectors; v += threads) {
+    const std::size_t at = split.head + v * kPer;
+    Pack<T> acc = load_pack(in.at[0] + at);
+    for (int j = 1; j < in.count; ++j) {
+      const Pack<T> next = load_pack(in.at[j] + at);
+      HOLMES_UNROLL
+      for (std::size_t k = 0; k < kPer; ++k) acc.v[k] = op(acc.v[k], next.v[k]);
+    }
+    store_pack(dst + at, acc);
+  }
+  const std::size_t scalars = split.count - split.vectors * kPer;
+  for (std::size_t i = thread; i < scalars; i += threads) {
+    const std::size_t at = scalar_index(split, i, vector_end);
+    T acc = in.at[0][at];
+    for (int j = 1; j < in.count; ++j) acc = op(acc, in.at[j][at]);
+    dst[at] = acc;
+  }
+}
+
+// The passes of an n-way reduction of `n` >= 1 inputs into dst: the first over up to
+// kMaxReduceInputs inputs, each later one over dst and up to kMaxReduceInputs - 1 more inputs,
+// so that the order stays in[0], in[1], ... Calls pass(const void* const* inputs, int count)
+// for each, in order.
+template <typename Pass>
+void reduce_passes(const void* dst, const void* const* inputs, std::size_t n, Pass&& pass) {
+  std::size_t next = n < static_cast<std::size_t>(kMaxReduceInputs) ? n : kMaxReduceInputs;
+  pass(inputs, static_cast<int>(next));
+  while (next < n) {
+    const void* group[kMaxReduceInputs];
+    group[0] = dst;
+    int k = 1;
+    while (k < kMaxReduceInputs && next < n) group[k++] = inputs[next++];
+    pass(static_cast<const void* const*>(group), k);
   }
 }
 

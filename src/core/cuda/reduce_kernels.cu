@@ -27,6 +27,12 @@ __global__ void __launch_bounds__(kThreadsPerBlock)
 }
 
 template <typename T, typename Op>
+__global__ void __launch_bounds__(kThreadsPerBlock)
+    many_kernel(T* dst, ReduceInputs<T> in, Split split, Op op) {
+  many_range(dst, in, split, op, global_thread(), global_threads());
+}
+
+template <typename T, typename Op>
 __global__ void __launch_bounds__(kThreadsPerBlock) unary_kernel(T* data, Split split, Op op) {
   unary_range(data, split, op, global_thread(), global_threads());
 }
@@ -61,41 +67,92 @@ cudaError_t launch_unary(void* data, std::size_t count, Op op, int max_blocks,
   return cudaGetLastError();
 }
 
-template <typename T>
-cudaError_t reduce_typed(hm_op_t op, void* dst, const void* a, const void* b, std::size_t count,
-                         int max_blocks, cudaStream_t stream) {
+// Calls f(T{}, element_op) with the storage type and element operation of dtype x op (AVG
+// reduces as SUM) and returns what it returns; cudaErrorInvalidValue for a pair it does not know.
+template <typename T, typename F>
+cudaError_t typed_op(hm_op_t op, F& f) {
   switch (op) {
     case HM_SUM:
     case HM_AVG:
-      return launch_binary<T>(dst, a, b, count, Sum<T>{}, max_blocks, stream);
+      return f(T{}, Sum<T>{});
     case HM_PROD:
-      return launch_binary<T>(dst, a, b, count, Prod<T>{}, max_blocks, stream);
+      return f(T{}, Prod<T>{});
     case HM_MIN:
-      return launch_binary<T>(dst, a, b, count, Min<T>{}, max_blocks, stream);
+      return f(T{}, Min<T>{});
     case HM_MAX:
-      return launch_binary<T>(dst, a, b, count, Max<T>{}, max_blocks, stream);
+      return f(T{}, Max<T>{});
     default:
       return cudaErrorInvalidValue;
   }
 }
 
-template <typename Format>
-cudaError_t reduce_half(hm_op_t op, void* dst, const void* a, const void* b, std::size_t count,
-                        int max_blocks, cudaStream_t stream) {
+template <typename Format, typename F>
+cudaError_t half_op(hm_op_t op, F& f) {
   using H = std::uint16_t;
   switch (op) {
     case HM_SUM:
     case HM_AVG:
-      return launch_binary<H>(dst, a, b, count, HalfOp<Format, Sum>{}, max_blocks, stream);
+      return f(H{}, HalfOp<Format, Sum>{});
     case HM_PROD:
-      return launch_binary<H>(dst, a, b, count, HalfOp<Format, Prod>{}, max_blocks, stream);
+      return f(H{}, HalfOp<Format, Prod>{});
     case HM_MIN:
-      return launch_binary<H>(dst, a, b, count, HalfOp<Format, Min>{}, max_blocks, stream);
+      return f(H{}, HalfOp<Format, Min>{});
     case HM_MAX:
-      return launch_binary<H>(dst, a, b, count, HalfOp<Format, Max>{}, max_blocks, stream);
+      return f(H{}, HalfOp<Format, Max>{});
     default:
       return cudaErrorInvalidValue;
   }
+}
+
+template <typename F>
+cudaError_t with_reduce_op(hm_dtype_t dtype, hm_op_t op, F&& f) {
+  switch (dtype) {
+    case HM_INT8:
+      return typed_op<std::int8_t>(op, f);
+    case HM_UINT8:
+      return typed_op<std::uint8_t>(op, f);
+    case HM_INT32:
+      return typed_op<std::int32_t>(op, f);
+    case HM_UINT32:
+      return typed_op<std::uint32_t>(op, f);
+    case HM_INT64:
+      return typed_op<std::int64_t>(op, f);
+    case HM_UINT64:
+      return typed_op<std::uint64_t>(op, f);
+    case HM_FLOAT16:
+      return half_op<Float16Format>(op, f);
+    case HM_BFLOAT16:
+      return half_op<Bfloat16Format>(op, f);
+    case HM_FLOAT32:
+      return typed_op<float>(op, f);
+    case HM_FLOAT64:
+      return typed_op<double>(op, f);
+    default:
+      return cudaErrorInvalidValue;
+  }
+}
+
+// The passes of an n-way reduction (reduce_passes), each one kernel reading its inputs once.
+template <typename T, typename Op>
+cudaError_t launch_many(void* dst, const void* const* inputs, std::size_t n, std::size_t count,
+                        Op op, int max_blocks, cudaStream_t stream) {
+  if (count == 0 || n == 0) return cudaSuccess;
+  cudaError_t error = cudaSuccess;
+  reduce_passes(dst, inputs, n, [&](const void* const* pass, int k) {
+    if (error != cudaSuccess) return;
+    ReduceInputs<T> in{};
+    const void* pointers[kMaxReduceInputs + 1] = {dst};
+    for (int j = 0; j < k; ++j) {
+      in.at[j] = static_cast<const T*>(pass[j]);
+      pointers[j + 1] = pass[j];
+    }
+    in.count = k;
+    const Split split = split_range<T>(count, pointers, static_cast<std::size_t>(k) + 1);
+    many_kernel<T, Op><<<blocks_for<T>(split, max_blocks), kThreadsPerBlock, 0, stream>>>(
+        static_cast<T*>(dst), in, split, op);
+    error = cudaGetLastError();
+  });
+  return error;
 }
 
 template <typename T>
@@ -116,30 +173,19 @@ cudaError_t divide_half(void* data, std::size_t count, int nranks, int max_block
 
 cudaError_t launch_reduce(hm_dtype_t dtype, hm_op_t op, void* dst, const void* a, const void* b,
                           std::size_t count, int max_blocks, cudaStream_t stream) {
-  switch (dtype) {
-    case HM_INT8:
-      return reduce_typed<std::int8_t>(op, dst, a, b, count, max_blocks, stream);
-    case HM_UINT8:
-      return reduce_typed<std::uint8_t>(op, dst, a, b, count, max_blocks, stream);
-    case HM_INT32:
-      return reduce_typed<std::int32_t>(op, dst, a, b, count, max_blocks, stream);
-    case HM_UINT32:
-      return reduce_typed<std::uint32_t>(op, dst, a, b, count, max_blocks, stream);
-    case HM_INT64:
-      return reduce_typed<std::int64_t>(op, dst, a, b, count, max_blocks, stream);
-    case HM_UINT64:
-      return reduce_typed<std::uint64_t>(op, dst, a, b, count, max_blocks, stream);
-    case HM_FLOAT16:
-      return reduce_half<Float16Format>(op, dst, a, b, count, max_blocks, stream);
-    case HM_BFLOAT16:
-      return reduce_half<Bfloat16Format>(op, dst, a, b, count, max_blocks, stream);
-    case HM_FLOAT32:
-      return reduce_typed<float>(op, dst, a, b, count, max_blocks, stream);
-    case HM_FLOAT64:
-      return reduce_typed<double>(op, dst, a, b, count, max_blocks, stream);
-    default:
-      return cudaErrorInvalidValue;
-  }
+  return with_reduce_op(dtype, op, [&](auto tag, auto element_op) {
+    using T = decltype(tag);
+    return launch_binary<T>(dst, a, b, count, element_op, max_blocks, stream);
+  });
+}
+
+cudaError_t launch_reduce_many(hm_dtype_t dtype, hm_op_t op, void* dst, const void* const* inputs,
+                               std::size_t n, std::size_t count, int max_blocks,
+                               cudaStream_t stream) {
+  return with_reduce_op(dtype, op, [&](auto tag, auto element_op) {
+    using T = decltype(tag);
+    return launch_many<T>(dst, inputs, n, count, element_op, max_blocks, stream);
+  });
 }
 
 cudaError_t launch_divide(hm_dtype_t dtype, void* data, std::size_t count, int nranks,
