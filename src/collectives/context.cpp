@@ -160,6 +160,23 @@ void CollectiveContext::reduce(hm_dtype_t dtype, hm_op_t op, void* dst, const vo
   }
 }
 
+void CollectiveContext::reduce_many(hm_dtype_t dtype, hm_op_t op, void* dst,
+                                    std::span<const void* const> inputs, std::size_t count) {
+  if (on_device()) {
+    resources_.device->reduce_many(dtype, op, dst, inputs, count);
+    return;
+  }
+  require(!inputs.empty(), "reduce_many: no inputs");
+  if (inputs.size() == 1) {
+    copy(dst, inputs[0], count * dtype_size(dtype));
+    return;
+  }
+  holmes::reduce(dtype, op, dst, inputs[0], inputs[1], count);
+  for (std::size_t i = 2; i < inputs.size(); ++i) {
+    holmes::reduce(dtype, op, dst, dst, inputs[i], count);
+  }
+}
+
 void CollectiveContext::finalize_average(hm_dtype_t dtype, void* data, std::size_t count,
                                          int nranks) {
   if (on_device()) {

@@ -215,6 +215,10 @@ class CollectiveContext {
   void reduce(hm_dtype_t dtype, hm_op_t op, void* dst, const void* a, const void* b,
               std::size_t count);
   void finalize_average(hm_dtype_t dtype, void* data, std::size_t count, int nranks);
+  // dst = inputs[0] op inputs[1] op ... in that order (DeviceMemory::reduce_many: on a device,
+  // one pass over every input); dst may be inputs[0] only.
+  void reduce_many(hm_dtype_t dtype, hm_op_t op, void* dst, std::span<const void* const> inputs,
+                   std::size_t count);
   // Copies between buffers that are the same or do not overlap (host: any overlap).
   void copy(void* dst, const void* src, std::size_t bytes);
   // Copies between the caller's buffers (or scratch) and host memory that is not theirs.

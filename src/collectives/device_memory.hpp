@@ -15,6 +15,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 
 namespace holmes {
@@ -43,6 +44,12 @@ class DeviceMemory {
   virtual void reduce(hm_dtype_t dtype, hm_op_t op, void* dst, const void* a, const void* b,
                       std::size_t count) = 0;
   virtual void finalize_average(hm_dtype_t dtype, void* data, std::size_t count, int nranks) = 0;
+  // dst = inputs[0] op inputs[1] op ... in that order: the bits of reduce() applied pairwise
+  // left to right (dst = in0 op in1, then dst = dst op in2, ...), which is what the default
+  // does; a device may read every input once in one pass instead (CUDA). At least one input; dst
+  // may be the same pointer as inputs[0] only.
+  virtual void reduce_many(hm_dtype_t dtype, hm_op_t op, void* dst,
+                           std::span<const void* const> inputs, std::size_t count);
 
   // Device scratch, and pinned host memory for staging; freed when the last owner lets go.
   virtual std::shared_ptr<std::byte> allocate(std::size_t bytes) = 0;

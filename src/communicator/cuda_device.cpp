@@ -52,6 +52,10 @@ class CudaDevice final : public DeviceMemory {
               std::size_t count) override {
     device_reduce(dtype, op, dst, a, b, count);
   }
+  void reduce_many(hm_dtype_t dtype, hm_op_t op, void* dst, std::span<const void* const> inputs,
+                   std::size_t count) override {
+    device_reduce_many(dtype, op, dst, inputs, count);
+  }
   void finalize_average(hm_dtype_t dtype, void* data, std::size_t count, int nranks) override {
     device_finalize_average(dtype, data, count, nranks);
   }
@@ -106,6 +110,10 @@ class CudaDevices final : public DeviceMemory {
   void reduce(hm_dtype_t dtype, hm_op_t op, void* dst, const void* a, const void* b,
               std::size_t count) override {
     bound_to(dst).reduce(dtype, op, dst, a, b, count);
+  }
+  void reduce_many(hm_dtype_t dtype, hm_op_t op, void* dst, std::span<const void* const> inputs,
+                   std::size_t count) override {
+    bound_to(dst).reduce_many(dtype, op, dst, inputs, count);
   }
   void finalize_average(hm_dtype_t dtype, void* data, std::size_t count, int nranks) override {
     bound_to(data).finalize_average(dtype, data, count, nranks);

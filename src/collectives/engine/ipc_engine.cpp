@@ -1,6 +1,7 @@
 #include "collectives/engine/ipc_engine.hpp"
 
 #include <algorithm>
+#include <vector>
 
 #include "collectives/algorithms.hpp"
 #include "core/dtype.hpp"
@@ -29,6 +30,7 @@ class IpcEngine final : public GroupEngine {
     // Each round carries a chunk of every block: every member's chunks fit a half window.
     const std::size_t step = per_round(es * static_cast<std::size_t>(n));
     const BlockLayout rounds = layout.rechunked(step);
+    std::vector<const void*> sources(static_cast<std::size_t>(n));
     for (std::size_t k = 0; k < rounds.chunks(); ++k) {
       const std::size_t half = (k % 2) * half_bytes();
       std::byte* own = windows_.at[static_cast<std::size_t>(me)].get() + half;
@@ -42,16 +44,12 @@ class IpcEngine final : public GroupEngine {
       const std::size_t len = rounds.chunk(me, k).count;
       if (len == 0) continue;
       std::byte* dst = own_out + k * step * es;
-      auto source = [&](int p) -> const std::byte* {
-        return windows_.at[static_cast<std::size_t>(p)].get() + half +
-               static_cast<std::size_t>(me) * step * es;
-      };
-      if (n == 1) {
-        group.copy(dst, source(0), len * es);
-      } else {
-        group.reduce(dtype, op, dst, source(0), source(1), len);
-        for (int p = 2; p < n; ++p) group.reduce(dtype, op, dst, dst, source(p), len);
+      // Every member's slice of this block, in rank order, read once each (one kernel per 8).
+      for (int p = 0; p < n; ++p) {
+        sources[static_cast<std::size_t>(p)] = windows_.at[static_cast<std::size_t>(p)].get() +
+                                               half + static_cast<std::size_t>(me) * step * es;
       }
+      group.reduce_many(dtype, op, dst, sources, len);
       if (op == HM_AVG && average_over > 1) group.finalize_average(dtype, dst, len, average_over);
     }
     barrier(group, rounds.chunks());

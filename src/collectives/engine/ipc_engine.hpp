@@ -2,7 +2,8 @@
 // "windows" (DeviceMemory::allocate_shared, CUDA IPC on a GPU) once, and every phase then moves
 // data device to device, never through host memory:
 //   reduce-scatter  each member copies its slices of every block into its window; each member
-//                   reduces its own block reading every member's window (members in order, so
+//                   reduces its own block reading every member's window in one pass
+//                   (DeviceMemory::reduce_many: a kernel per 8 windows; members in order, so
 //                   the result is the same on every machine);
 //   allgather       each member copies its block into its window; each member copies every
 //                   other member's block out of that member's window;
