@@ -23,6 +23,16 @@ std::size_t checked_bytes(std::size_t count, hm_dtype_t dtype, const char* opera
   return count * size;
 }
 
+// A reduction's arguments that need no device: a device to run on, a known op and dtype, a count
+// whose bytes fit. Returns the bytes.
+std::size_t checked_reduction(hm_dtype_t dtype, hm_op_t op, std::size_t count,
+                              const char* operation) {
+  require_cuda_device(operation);
+  require(op_valid(op), "{}: unknown reduction op {}", operation, static_cast<int>(op));
+  require(dtype_valid(dtype), "{}: unknown dtype {}", operation, static_cast<int>(dtype));
+  return checked_bytes(count, dtype, operation);
+}
+
 #if defined(HOLMES_HAVE_CUDA)
 
 const void* address_of(const void* p) { return p; }  // fmt prints void pointers in hex
@@ -167,10 +177,7 @@ void copy_device_to_device(void* dst, const void* src, std::size_t bytes) {
 void device_reduce(hm_dtype_t dtype, hm_op_t op, void* dst, const void* a, const void* b,
                    std::size_t count) {
   constexpr const char* kOperation = "device_reduce";
-  require_cuda_device(kOperation);
-  require(op_valid(op), "{}: unknown reduction op {}", kOperation, static_cast<int>(op));
-  require(dtype_valid(dtype), "{}: unknown dtype {}", kOperation, static_cast<int>(dtype));
-  const std::size_t bytes = checked_bytes(count, dtype, kOperation);
+  const std::size_t bytes = checked_reduction(dtype, op, count, kOperation);
 #if defined(HOLMES_HAVE_CUDA)
   if (count == 0) return;
   const std::size_t alignment = dtype_size(dtype);
@@ -196,11 +203,8 @@ void device_reduce(hm_dtype_t dtype, hm_op_t op, void* dst, const void* a, const
 void device_reduce_many(hm_dtype_t dtype, hm_op_t op, void* dst,
                         std::span<const void* const> inputs, std::size_t count) {
   constexpr const char* kOperation = "device_reduce_many";
-  require_cuda_device(kOperation);
-  require(op_valid(op), "{}: unknown reduction op {}", kOperation, static_cast<int>(op));
-  require(dtype_valid(dtype), "{}: unknown dtype {}", kOperation, static_cast<int>(dtype));
+  const std::size_t bytes = checked_reduction(dtype, op, count, kOperation);
   require(!inputs.empty(), "{}: no inputs", kOperation);
-  const std::size_t bytes = checked_bytes(count, dtype, kOperation);
 #if defined(HOLMES_HAVE_CUDA)
   if (count == 0) return;
   const std::size_t alignment = dtype_size(dtype);
