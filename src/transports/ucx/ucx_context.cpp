@@ -79,10 +79,16 @@ UcpWorker::UcpWorker(const UcxConfig& settings) {
     // "^sm" is every transport but posix, sysv, cma, knem and xpmem.
     modify("TLS", "^sm", "every peer of this worker is on another host");
   }
+  const std::vector<std::string> rdma_ports = rdma_device_ports();
+  if (std::getenv("UCX_RNDV_THRESH") == nullptr) {
+    if (const auto threshold = default_rndv_thresh(settings.same_host_peers, rdma_ports)) {
+      modify("RNDV_THRESH", *threshold, "UCX carries tcp only here: no rendezvous");
+    }
+  }
   if (settings.choices.net_devices) {
     modify("NET_DEVICES", *settings.choices.net_devices,
            "HOLMES_UCX_NET_DEVICES or UCX_NET_DEVICES");
-  } else if (const auto devices = default_net_devices(listen_host, rdma_device_ports())) {
+  } else if (const auto devices = default_net_devices(listen_host, rdma_ports)) {
     // Without this UCX also opens lanes on interfaces the job was not told to use (eth0 next to
     // the loopback of a single-host job); RDMA ports stay so that a cluster keeps its HCAs.
     modify("NET_DEVICES", *devices, "the interface of the listen address and the RDMA ports");

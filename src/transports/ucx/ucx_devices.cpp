@@ -58,4 +58,10 @@ std::optional<std::string> default_net_devices(const std::string& listen_host,
   return devices;
 }
 
+std::optional<std::string> default_rndv_thresh(bool same_host_peers,
+                                               const std::vector<std::string>& rdma_ports) {
+  if (same_host_peers || !rdma_ports.empty()) return std::nullopt;
+  return "inf";
+}
+
 }  // namespace holmes::ucx

@@ -148,6 +148,12 @@ TEST(NetDevices, LoopbackAddressIsOnLo) {
   EXPECT_EQ(default_net_devices("203.0.113.254", {"mlx5_0:1"}), std::nullopt);
 }
 
+TEST(NetDevices, RendezvousIsOffWhereUcxCarriesTcpOnly) {
+  EXPECT_EQ(default_rndv_thresh(false, {}), std::optional<std::string>("inf"));
+  EXPECT_EQ(default_rndv_thresh(false, {"mlx5_0:1"}), std::nullopt);  // RDMA: zero-copy reads
+  EXPECT_EQ(default_rndv_thresh(true, {}), std::nullopt);             // peers on this host: cma
+}
+
 TEST(NetDevices, RdmaPortsAreReadFromSysfs) {
   const auto root =
       std::filesystem::temp_directory_path() / ("holmes-ucx-ib-" + std::to_string(::getpid()));
