@@ -433,11 +433,13 @@ double hierarchical_allreduce(const Hierarchy& h, const CostModel& m, double byt
                            steps * shard * reduce_us_per_byte * relief, crowd);
   };
   // Host level: every rank of a host with two or more; island level: M0 ranks of every host in
-  // an island of two hosts or more.
+  // an island of two hosts or more, the M0 groups at once, each rank of a host sending over its
+  // link to the island (as the lanes share the uplink across islands below).
+  const LinkCost island{h.same_island.latency_us, h.same_island.gbytes_per_s / s.min_per_host};
   const double intra =
       level_us(s.max_per_host, s.min_per_host, bytes, h.same_host, n) +
-      level_us(s.max_hosts_per_island, s.min_hosts_per_island, bytes / s.min_per_host,
-               h.same_island, static_cast<double>(s.min_per_host) * s.hosts_in_shared_islands);
+      level_us(s.max_hosts_per_island, s.min_hosts_per_island, bytes / s.min_per_host, island,
+               static_cast<double>(s.min_per_host) * s.hosts_in_shared_islands);
   if (s.islands < 2) return intra;
   const double shard = bytes / (s.min_per_host * s.min_hosts_per_island);
   const double lanes = static_cast<double>(s.min_per_host) * s.min_hosts_per_island * s.islands;
