@@ -1,20 +1,14 @@
 #include "collectives/link_probe.hpp"
 
-#include <sched.h>
-
 #include <algorithm>
-#include <array>
 #include <chrono>
 #include <cmath>
 #include <cstdint>
-#include <map>
-#include <tuple>
 #include <vector>
 
 #include "collectives/algorithms.hpp"
-#include "core/crc32c.hpp"
 #include "core/reduce.hpp"
-#include "topology/locality.hpp"
+#include "core/thread_affinity.hpp"
 
 namespace holmes {
 namespace {
@@ -80,31 +74,6 @@ class Measurement {
     return samples_;
   }
 
-  // The most members that ran their timed transfers on one core (of one machine): each member
-  // tells the others its machine and the CPU most of its transfers ended on. A core that did
-  // several members' copies shows their rate that many times lower than cores of their own
-  // would; the model wants the latter (it divides the rates by the ranks per core itself,
-  // tuning.hpp). The scheduler keeps two ranks that wake each other on one core at times (seen
-  // here in about a third of the probes of 6 ranks on 2 cores). Call after ring(), on every
-  // member.
-  int members_per_core() {
-    std::map<int, int> seen;
-    for (int cpu : transfer_cpus_) ++seen[cpu];
-    int cpu = -1;
-    int most = 0;
-    for (const auto& [c, times] : seen) {
-      if (times > most) std::tie(cpu, most) = std::tie(c, times);
-    }
-    const std::string machine = machine_id();
-    const std::array<std::uint64_t, 2> mine{
-        crc32c(std::as_bytes(std::span(machine.data(), machine.size()))),
-        static_cast<std::uint64_t>(cpu + 1)};  // 0: unknown
-    std::vector<std::uint64_t> all(mine.size() * static_cast<std::size_t>(group_.size()));
-    CollectiveContext gather = group_.shifted(step_);
-    ring_allgather(gather, mine.data(), all.data(), mine.size(), HM_UINT64);
-    return most_members_per_core(all);
-  }
-
  private:
   std::vector<double>& times_of(std::size_t bytes) {
     return bytes == kSmallBytes ? samples_.small_us : samples_.large_us;
@@ -123,7 +92,6 @@ class Measurement {
       once(step_++);
       if (i < warmups) continue;
       out.push_back(elapsed_us(start));
-      if (&out != &samples_.latency_us) transfer_cpus_.push_back(sched_getcpu());
     }
   }
 
@@ -132,7 +100,6 @@ class Measurement {
   std::vector<std::byte> out_;
   std::vector<std::byte> in_;
   LinkSamples samples_;
-  std::vector<int> transfer_cpus_;  // per timed transfer, the CPU it ended on (-1: unknown)
 };
 
 double time_reduction() {
@@ -151,14 +118,10 @@ double time_reduction() {
 
 }  // namespace
 
-int most_members_per_core(std::span<const std::uint64_t> placements) {
-  std::map<std::pair<std::uint64_t, std::uint64_t>, int> per_core;
-  int most = 1;
-  for (std::size_t i = 0; i + 1 < placements.size(); i += 2) {
-    if (placements[i + 1] == 0) continue;  // CPU unknown
-    most = std::max(most, ++per_core[{placements[i], placements[i + 1]}]);
-  }
-  return most;
+int members_per_cpu(const ProbeGroup& group, int cpus) {
+  if (group.tier != Tier::kSameHost || cpus < 1) return 1;
+  const int members = static_cast<int>(group.ranks.size());
+  return (members + cpus - 1) / cpus;
 }
 
 std::vector<ProbeGroup> probe_groups(const Hierarchy& h) {
@@ -288,15 +251,16 @@ void measure_links(CollectiveContext& ctx, const Hierarchy& h, std::span<double>
     const auto me = std::find(group.ranks.begin(), group.ranks.end(), ctx.rank());
     measured = me != group.ranks.end();
     if (!measured) continue;
+    // Each member on a CPU of its own (its position picks one), for the measurement only.
+    const auto position = static_cast<int>(me - group.ranks.begin());
+    const PinnedToCpu pin(position);
     // Each tier's messages in a phase of their own: tags never meet another tier's.
     auto view = ctx.view(group.ranks, 1 + static_cast<std::uint64_t>(group.tier));
     Measurement measurement(view);
     const LinkSamples samples = measurement.ring();
-    const int share = measurement.members_per_core();
-    // Every member reports (in a pair, the step each side timed differs by the turns the two
-    // take when they share a core): the model takes the median.
+    // Every member reports: the model takes the median.
     if (auto link = fit_samples(samples)) {
-      link->gbytes_per_s *= share;
+      link->gbytes_per_s *= members_per_cpu(group, pin.choices());
       mine.tiers[static_cast<std::size_t>(group.tier)] = link;
     }
   }

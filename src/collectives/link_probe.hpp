@@ -4,9 +4,9 @@
 // Each group runs as a ring's step does, every member sending to the next while it receives
 // from the previous (a pair exchanges): the cores the members share, and a link used both ways,
 // are part of what a step costs. Latency: an 8-byte step. Bandwidth: the extra bytes of a 1 MiB
-// step over a 64 KiB one, over the extra time, so latency and fixed costs cancel; where the
-// scheduler ran several members on one core, that many times the rate measured (the model
-// divides by the ranks per core itself). Every rank also times its reduction kernel. Medians of
+// step over a 64 KiB one, over the extra time, so latency and fixed costs cancel. Each member runs
+// pinned to a CPU of its own while it measures (the scheduler had kept pairs on one core, at
+// half their rate). Every rank also times its reduction kernel. Medians of
 // a few repetitions: about 25 ms on one host, 150 ms with a 1 Gbit/s tier.
 //
 // The groups measure one after the other, every rank waiting at a barrier in between (the others
@@ -39,12 +39,12 @@ struct ProbeGroup {
 // first pair: the lowest rank with a peer across the tier, and its lowest such peer.
 std::vector<ProbeGroup> probe_groups(const Hierarchy& h);
 
-// Where each member of a group ran its timed transfers, two numbers per member in group order:
-// a tag of its machine (Locality::machine) and the CPU most of them ended on plus one (0:
-// unknown). Returns the most members on one CPU of one machine, at least 1: a core that did
-// several members' copies showed their rate that many times lower than cores of their own
-// would have.
-int most_members_per_core(std::span<const std::uint64_t> placements);
+// What a group's measured rate is multiplied by: each member runs pinned to one of `cpus` CPUs
+// (its position modulo their number), and where a host's ranks outnumber its CPUs, a CPU did
+// that many members' copies, which cores of their own would have done at once (the model
+// divides by the ranks per core itself, tuning.hpp). 1 for a pair across hosts: on a link that
+// a NIC or a shaper limits, sharing a core changes nothing.
+int members_per_cpu(const ProbeGroup& group, int cpus);
 
 // What one group timed, in microseconds.
 struct LinkSamples {

@@ -1,6 +1,5 @@
 #include "topology/locality.hpp"
 
-#include <sched.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -10,6 +9,7 @@
 #include <set>
 
 #include "core/status.hpp"
+#include "core/thread_affinity.hpp"
 
 namespace holmes {
 namespace {
@@ -20,18 +20,6 @@ std::string read_line(const std::filesystem::path& path) {
   std::getline(in, line);
   while (!line.empty() && (line.back() == '\n' || line.back() == ' ')) line.pop_back();
   return line;
-}
-
-// The CPUs this process may run on; empty if the kernel does not say.
-std::vector<int> affinity_cpus() {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  std::vector<int> cpus;
-  if (::sched_getaffinity(0, sizeof(set), &set) != 0) return cpus;
-  for (int c = 0; c < CPU_SETSIZE; ++c) {
-    if (CPU_ISSET(c, &set)) cpus.push_back(c);
-  }
-  return cpus;
 }
 
 }  // namespace
@@ -79,7 +67,7 @@ LocalOverrides LocalOverrides::from_settings(const Settings& settings) {
 Locality local_locality(const LocalOverrides& overrides) {
   Locality out;
   out.machine = machine_id();
-  out.cpus = affinity_cpus();
+  out.cpus = thread_cpus();  // the CPUs this rank may run on
   out.host = overrides.host.value_or(out.machine);
   const auto& fabric = overrides.fabric;
   DiscoveredFabric discovered;

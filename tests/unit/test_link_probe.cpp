@@ -2,9 +2,9 @@
 // samples become a latency and a bandwidth, and how every rank's results become the same
 // numbers everywhere. The probe itself runs over real processes in mp.probe.*.
 #include <gtest/gtest.h>
+#include <sched.h>
 
 #include <cmath>
-#include <cstdint>
 #include <cstdlib>
 #include <limits>
 #include <string>
@@ -15,6 +15,7 @@
 #include "collectives/tuning.hpp"
 #include "core/settings.hpp"
 #include "core/status.hpp"
+#include "core/thread_affinity.hpp"
 
 namespace holmes {
 namespace {
@@ -114,22 +115,36 @@ TEST(FitSamples, SizesOnDifferentPathsFallBackOnTheLargeMessagesAlone) {
   EXPECT_NEAR(link->gbytes_per_s, s.large_bytes / ((195.0 - 6) * 1e3), 1e-12);
 }
 
-TEST(MostMembersPerCore, CountsTheMembersOnOneCpuOfOneMachine) {
-  // (machine tag, CPU + 1) per member.
-  const std::vector<std::uint64_t> apart = {7, 1, 7, 2};
-  EXPECT_EQ(most_members_per_core(apart), 1);
-  const std::vector<std::uint64_t> together = {7, 2, 7, 2};
-  EXPECT_EQ(most_members_per_core(together), 2);
-  // The same CPU number on two machines is two cores.
-  const std::vector<std::uint64_t> machines = {7, 1, 9, 1};
-  EXPECT_EQ(most_members_per_core(machines), 1);
-  // Three on CPU 0 and one elsewhere; a member whose CPU is unknown (0) counts for nothing.
-  const std::vector<std::uint64_t> host = {7, 1, 7, 1, 7, 2, 7, 1, 7, 0, 7, 0};
-  EXPECT_EQ(most_members_per_core(host), 3);
-  EXPECT_EQ(most_members_per_core(std::vector<std::uint64_t>{}), 1);
-  // An odd count (a hostile or truncated exchange) reads whole pairs only.
-  const std::vector<std::uint64_t> odd = {7, 1, 7};
-  EXPECT_EQ(most_members_per_core(odd), 1);
+TEST(MembersPerCpu, AHostsRanksBeyondItsCpusShareThemAPairAcrossHostsDoesNot) {
+  const ProbeGroup host{Tier::kSameHost, {0, 1, 2}};
+  EXPECT_EQ(members_per_cpu(host, 2), 2);
+  EXPECT_EQ(members_per_cpu(host, 3), 1);
+  EXPECT_EQ(members_per_cpu(host, 16), 1);
+  EXPECT_EQ(members_per_cpu(host, 1), 3);
+  EXPECT_EQ(members_per_cpu(host, 0), 1);  // unknown
+  const ProbeGroup pair{Tier::kOtherIsland, {0, 4}};
+  EXPECT_EQ(members_per_cpu(pair, 1), 1);
+}
+
+TEST(PinnedToCpu, RunsOnTheChosenCpuThenOnAllAgain) {
+  const std::vector<int> before = thread_cpus();
+  ASSERT_FALSE(before.empty());
+  {
+    const PinnedToCpu pin(static_cast<int>(before.size()) + 1);  // the index wraps
+    EXPECT_EQ(pin.choices(), static_cast<int>(before.size()));
+    if (before.size() < 2) {
+      EXPECT_FALSE(pin.pinned());
+    } else {
+      ASSERT_TRUE(pin.pinned());
+      EXPECT_EQ(pin.cpu(), before[1]);
+      EXPECT_EQ(thread_cpus(), std::vector<int>{before[1]});
+      EXPECT_EQ(sched_getcpu(), before[1]);
+    }
+  }
+  EXPECT_EQ(thread_cpus(), before);
+  const PinnedToCpu refused(-1);
+  EXPECT_FALSE(refused.pinned());
+  EXPECT_EQ(thread_cpus(), before);
 }
 
 TEST(ReduceSpeed, MedianTimePerGigabyte) {
