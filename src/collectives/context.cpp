@@ -160,6 +160,14 @@ void CollectiveContext::reduce(hm_dtype_t dtype, hm_op_t op, void* dst, const vo
   }
 }
 
+void CollectiveContext::copy_many(std::span<const DeviceCopy> copies) {
+  if (on_device()) {
+    resources_.device->copy_many(copies);
+    return;
+  }
+  for (const DeviceCopy& c : copies) copy(c.dst, c.src, c.bytes);
+}
+
 void CollectiveContext::reduce_many(hm_dtype_t dtype, hm_op_t op, void* dst,
                                     std::span<const void* const> inputs, std::size_t count) {
   if (on_device()) {

@@ -23,6 +23,7 @@
 
 #include "core/byte_buffer.hpp"
 #include "core/completion.hpp"
+#include "core/cuda/device_ops.hpp"
 #include "transports/common/tag_codec.hpp"
 #include "transports/router.hpp"
 
@@ -221,6 +222,8 @@ class CollectiveContext {
                    std::size_t count);
   // Copies between buffers that are the same or do not overlap (host: any overlap).
   void copy(void* dst, const void* src, std::size_t bytes);
+  // Several such copies, whose destinations do not overlap: on a device, one wait for all.
+  void copy_many(std::span<const DeviceCopy> copies);
   // Copies between the caller's buffers (or scratch) and host memory that is not theirs.
   void copy_to_host(void* host, const void* src, std::size_t bytes);
   void copy_from_host(void* dst, const void* host, std::size_t bytes);

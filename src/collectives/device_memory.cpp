@@ -5,6 +5,10 @@
 
 namespace holmes {
 
+void DeviceMemory::copy_many(std::span<const DeviceCopy> copies) {
+  for (const DeviceCopy& c : copies) copy(c.dst, c.src, c.bytes);
+}
+
 void DeviceMemory::reduce_many(hm_dtype_t dtype, hm_op_t op, void* dst,
                                std::span<const void* const> inputs, std::size_t count) {
   require(!inputs.empty(), "reduce_many: no inputs");

@@ -18,6 +18,8 @@
 #include <span>
 #include <string>
 
+#include "core/cuda/device_ops.hpp"
+
 namespace holmes {
 
 class DeviceMemory {
@@ -38,6 +40,9 @@ class DeviceMemory {
   virtual void to_host(void* host, const void* device, std::size_t bytes) = 0;
   virtual void from_host(void* device, const void* host, std::size_t bytes) = 0;
   virtual void copy(void* device_dst, const void* device_src, std::size_t bytes) = 0;
+  // Device-to-device copies whose destinations do not overlap, all done when it returns: copy()
+  // each by default; a device may enqueue them all and wait once (CUDA).
+  virtual void copy_many(std::span<const DeviceCopy> copies);
 
   // The same semantics, bit for bit, as holmes::reduce and holmes::finalize_average, on device
   // memory. dst may equal a or b.

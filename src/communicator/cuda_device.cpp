@@ -48,6 +48,9 @@ class CudaDevice final : public DeviceMemory {
   void copy(void* dst, const void* src, std::size_t bytes) override {
     copy_device_to_device(dst, src, bytes);
   }
+  void copy_many(std::span<const DeviceCopy> copies) override {
+    copy_device_to_device_many(copies);
+  }
   void reduce(hm_dtype_t dtype, hm_op_t op, void* dst, const void* a, const void* b,
               std::size_t count) override {
     device_reduce(dtype, op, dst, a, b, count);
@@ -106,6 +109,9 @@ class CudaDevices final : public DeviceMemory {
   }
   void copy(void* dst, const void* src, std::size_t bytes) override {
     bound_to(dst).copy(dst, src, bytes);
+  }
+  void copy_many(std::span<const DeviceCopy> copies) override {
+    copy_device_to_device_many(copies);  // each on its destination's device
   }
   void reduce(hm_dtype_t dtype, hm_op_t op, void* dst, const void* a, const void* b,
               std::size_t count) override {

@@ -111,6 +111,33 @@ TEST(DeviceCopy, RoundTripsThroughPageableAndPageLockedMemory) {
 // 2 MiB pages, so that the reported range is the requested size however the driver rounds.
 constexpr std::size_t kTwoMiB = std::size_t{2} << 20;
 
+// A batch of device-to-device copies with one wait: each lands where it should (odd sizes and
+// offsets, an empty one skipped), and a batch with one bad copy is refused before any runs.
+TEST(DeviceCopy, ABatchLandsEveryCopyAndRefusesABadOneFirst) {
+  HOLMES_REQUIRE_CUDA_DEVICE();
+  const std::size_t bytes = 100003;
+  Bytes source(bytes);
+  for (std::size_t i = 0; i < bytes; ++i) source[i] = static_cast<std::uint8_t>(i * 7 + 3);
+  DeviceBuffer from(bytes);
+  DeviceBuffer to(3 * bytes);
+  copy_host_to_device(from.data(), source.data(), bytes);
+  const std::vector<DeviceCopy> copies = {{bytes_of(to), from.data(), bytes},
+                                          {bytes_of(to) + bytes + 1, bytes_of(from) + 5, 999},
+                                          {bytes_of(to) + 2 * bytes, from.data(), 0}};
+  copy_device_to_device_many(copies);
+  EXPECT_EQ(download(bytes_of(to), bytes), source);
+  EXPECT_EQ(download(bytes_of(to) + bytes + 1, 999),
+            Bytes(source.begin() + 5, source.begin() + 5 + 999));
+  std::vector<std::uint8_t> host(64, 0);
+  const std::vector<DeviceCopy> bad = {{bytes_of(to), bytes_of(from) + 1, 16},
+                                       {bytes_of(to) + 64, host.data(), 16}};
+  const std::string message =
+      error_of([&] { copy_device_to_device_many(bad); }, HM_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(message.find("is not device memory"), std::string::npos) << message;
+  EXPECT_EQ(download(bytes_of(to), 16), Bytes(source.begin(), source.begin() + 16))
+      << "the first copy of a refused batch ran";
+}
+
 TEST(DeviceCopy, RefusesBadArguments) {
   HOLMES_REQUIRE_CUDA_DEVICE();
 #if defined(HOLMES_HAVE_CUDA)

@@ -31,15 +31,19 @@ class IpcEngine final : public GroupEngine {
     const std::size_t step = per_round(es * static_cast<std::size_t>(n));
     const BlockLayout rounds = layout.rechunked(step);
     std::vector<const void*> sources(static_cast<std::size_t>(n));
+    std::vector<DeviceCopy> copies;
     for (std::size_t k = 0; k < rounds.chunks(); ++k) {
       const std::size_t half = (k % 2) * half_bytes();
       std::byte* own = windows_.at[static_cast<std::size_t>(me)].get() + half;
+      // The round's slices into this member's window, with one wait for all of them.
+      copies.clear();
       for (int b = 0; b < n; ++b) {
         const auto piece = rounds.chunk(b, k);
         if (piece.count == 0) continue;
-        group.copy(own + static_cast<std::size_t>(b) * step * es, in + piece.offset * es,
-                   piece.count * es);
+        copies.push_back({own + static_cast<std::size_t>(b) * step * es, in + piece.offset * es,
+                          piece.count * es});
       }
+      group.copy_many(copies);
       barrier(group, k);
       const std::size_t len = rounds.chunk(me, k).count;
       if (len == 0) continue;
@@ -61,6 +65,7 @@ class IpcEngine final : public GroupEngine {
     const int me = group.rank();
     const std::size_t es = dtype_size(dtype);
     const BlockLayout rounds = layout.rechunked(per_round(es));
+    std::vector<DeviceCopy> copies;
     for (std::size_t k = 0; k < rounds.chunks(); ++k) {
       const std::size_t half = (k % 2) * half_bytes();
       const auto mine = rounds.chunk(me, k);
@@ -69,12 +74,15 @@ class IpcEngine final : public GroupEngine {
                    buffer + mine.offset * es, mine.count * es);
       }
       barrier(group, k);
+      // The others' blocks out of their windows, with one wait for all of them.
+      copies.clear();
       for (int p = 0; p < n; ++p) {
         const auto piece = rounds.chunk(p, k);
         if (p == me || piece.count == 0) continue;
-        group.copy(buffer + piece.offset * es,
-                   windows_.at[static_cast<std::size_t>(p)].get() + half, piece.count * es);
+        copies.push_back({buffer + piece.offset * es,
+                          windows_.at[static_cast<std::size_t>(p)].get() + half, piece.count * es});
       }
+      group.copy_many(copies);
     }
     barrier(group, rounds.chunks());
   }

@@ -8,6 +8,7 @@
 //   allgather       each member copies its block into its window; each member copies every
 //                   other member's block out of that member's window;
 //   broadcast       the root copies the data into its window, the others copy it out.
+// A round's copies wait once for all of them (DeviceMemory::copy_many), not once each.
 // A window is used in two halves, so a member fills one half while the others still read the
 // other; a barrier of small messages over the group's own links (shared memory on a host) marks
 // each round, and a last one that every member is done reading before any window is reused.

@@ -1,8 +1,10 @@
 #include "core/cuda/device_ops.hpp"
 
+#include <algorithm>
 #include <cstdint>
 #include <limits>
 #include <string>
+#include <vector>
 
 #include "core/cuda/memory.hpp"
 #include "core/dtype.hpp"
@@ -171,6 +173,40 @@ void copy_device_to_device(void* dst, const void* src, std::size_t bytes) {
   device_operand(src, bytes, kOperation, "the source");
   require_no_partial_overlap(dst, src, bytes, kOperation, "the source");
   copy_on(destination.device, dst, src, bytes, kOperation);
+#endif
+}
+
+void copy_device_to_device_many(std::span<const DeviceCopy> copies) {
+  constexpr const char* kOperation = "copy_device_to_device_many";
+  require_cuda_device(kOperation);
+#if defined(HOLMES_HAVE_CUDA)
+  // Checked before anything is enqueued, so that a bad copy leaves none half done.
+  std::vector<int> devices;
+  for (const DeviceCopy& c : copies) {
+    if (c.bytes == 0) continue;
+    const cuda::PointerInfo destination =
+        device_operand(c.dst, c.bytes, kOperation, "a destination");
+    device_operand(c.src, c.bytes, kOperation, "a source");
+    require_no_partial_overlap(c.dst, c.src, c.bytes, kOperation, "its source");
+    devices.push_back(destination.device);
+  }
+  std::size_t next = 0;
+  for (const DeviceCopy& c : copies) {
+    if (c.bytes == 0) continue;
+    const int device = devices[next++];
+    cuda::DeviceGuard guard(device);
+    cuda::ThreadStream& stream = cuda::thread_stream(device);
+    cuda::check(cudaMemcpyAsync(c.dst, c.src, c.bytes, cudaMemcpyDefault, stream.stream),
+                kOperation);
+  }
+  std::sort(devices.begin(), devices.end());
+  devices.erase(std::unique(devices.begin(), devices.end()), devices.end());
+  for (const int device : devices) {
+    cuda::DeviceGuard guard(device);
+    cuda::synchronize(cuda::thread_stream(device), kOperation);
+  }
+#else
+  (void)copies;
 #endif
 }
 

@@ -25,6 +25,17 @@ void copy_host_to_device(void* device, const void* host, std::size_t bytes);
 // `bytes` between two device buffers (on the same device or on peer devices).
 void copy_device_to_device(void* dst, const void* src, std::size_t bytes);
 
+// One copy of a batch (copy_device_to_device_many).
+struct DeviceCopy {
+  void* dst = nullptr;
+  const void* src = nullptr;
+  std::size_t bytes = 0;
+};
+// The copies of `copies` (device to device, as copy_device_to_device; no two destinations
+// overlapping), each enqueued on the calling thread's stream of its destination's device, and one
+// wait for all of them at the end instead of one per copy.
+void copy_device_to_device_many(std::span<const DeviceCopy> copies);
+
 // device_reduce: dst[i] = a[i] op b[i] for i < count, on the device that owns dst, with the
 // exact results of holmes::reduce() (reduce.hpp) bit for bit, so that ranks reducing on
 // different devices agree. dst is device memory; a and b are device memory on the same device
