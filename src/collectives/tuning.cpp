@@ -75,14 +75,6 @@ Hierarchy::RecursiveLinks recursive_links(const Hierarchy& h) {
   return links;
 }
 
-// The same links everywhere: recursive doubling among the lanes of a hierarchical collective.
-Hierarchy::RecursiveLinks uniform_recursive_links(int n, const LinkCost& link) {
-  Hierarchy::RecursiveLinks links;
-  links.fold = link;
-  if (n >= 2) links.rounds.assign(static_cast<std::size_t>(ceil_log2(floor_power_of_two(n))), link);
-  return links;
-}
-
 Hierarchy::Summary summarize(const Hierarchy& h) {
   Hierarchy::Summary s;
   const int n = h.size();
@@ -156,6 +148,12 @@ double fold_us(const CostModel& m, int n, double bytes, const LinkCost& link, do
          bytes / (m.effective_reduce_gbytes_per_s() * 1e3);
 }
 
+// One round of recursive doubling over `link`: the buffer each way, then reduced.
+double rd_round_us(const CostModel& m, double bytes, const LinkCost& link, double chunk_bytes) {
+  return link.latency_us + chunks_of(m, bytes, chunk_bytes) * m.chunk_overhead_us +
+         link.transfer_us(bytes) + bytes / (m.effective_reduce_gbytes_per_s() * 1e3);
+}
+
 // Each round over its own links: a round inside hosts costs the host tier, one across islands
 // the slow tier. (The folded ranks wait, but no faster for it: measured on 6 ranks of 2 cores,
 // 16 MiB took what every rank working predicts, 0.5-0.8 of it with 4 of 6 working.)
@@ -163,16 +161,17 @@ double rd_allreduce_us(const CostModel& m, int n, double bytes,
                        const Hierarchy::RecursiveLinks& links, double chunk_bytes) {
   if (n <= 1) return 0;
   double t = fold_us(m, n, bytes, links.fold, chunk_bytes);
-  for (const LinkCost& link : links.rounds) {
-    t += link.latency_us + chunks_of(m, bytes, chunk_bytes) * m.chunk_overhead_us +
-         link.transfer_us(bytes) + bytes / (m.effective_reduce_gbytes_per_s() * 1e3);
-  }
+  for (const LinkCost& link : links.rounds) t += rd_round_us(m, bytes, link, chunk_bytes);
   return t;
 }
 
+// The same link in every round (the lanes of a hierarchical allreduce): asked on every such
+// call, so without building the rounds' list.
 double rd_allreduce_us(const CostModel& m, int n, double bytes, const LinkCost& link,
                        double chunk_bytes) {
-  return rd_allreduce_us(m, n, bytes, uniform_recursive_links(n, link), chunk_bytes);
+  if (n <= 1) return 0;
+  return ceil_log2(floor_power_of_two(n)) * rd_round_us(m, bytes, link, chunk_bytes) +
+         fold_us(m, n, bytes, link, chunk_bytes);
 }
 
 // Halving: the round of mask k (p/2 down to 1) sends k/p of the buffer; doubling sends it back.
