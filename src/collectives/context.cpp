@@ -174,15 +174,10 @@ void CollectiveContext::reduce_many(hm_dtype_t dtype, hm_op_t op, void* dst,
     resources_.device->reduce_many(dtype, op, dst, inputs, count);
     return;
   }
-  require(!inputs.empty(), "reduce_many: no inputs");
-  if (inputs.size() == 1) {
-    copy(dst, inputs[0], count * dtype_size(dtype));
-    return;
-  }
-  holmes::reduce(dtype, op, dst, inputs[0], inputs[1], count);
-  for (std::size_t i = 2; i < inputs.size(); ++i) {
-    holmes::reduce(dtype, op, dst, dst, inputs[i], count);
-  }
+  reduce_left_to_right(
+      dst, inputs,
+      [&](void* out, const void* a, const void* b) { holmes::reduce(dtype, op, out, a, b, count); },
+      [&](void* out, const void* src) { copy(out, src, count * dtype_size(dtype)); });
 }
 
 void CollectiveContext::finalize_average(hm_dtype_t dtype, void* data, std::size_t count,

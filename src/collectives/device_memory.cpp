@@ -11,16 +11,10 @@ void DeviceMemory::copy_many(std::span<const DeviceCopy> copies) {
 
 void DeviceMemory::reduce_many(hm_dtype_t dtype, hm_op_t op, void* dst,
                                std::span<const void* const> inputs, std::size_t count) {
-  require(!inputs.empty(), "reduce_many: no inputs");
-  for (std::size_t i = 1; i < inputs.size(); ++i) {
-    require(inputs[i] != dst, "reduce_many: input {} is dst (only input 0 may be)", i);
-  }
-  if (inputs.size() == 1) {
-    copy(dst, inputs[0], count * dtype_size(dtype));
-    return;
-  }
-  reduce(dtype, op, dst, inputs[0], inputs[1], count);
-  for (std::size_t i = 2; i < inputs.size(); ++i) reduce(dtype, op, dst, dst, inputs[i], count);
+  reduce_left_to_right(
+      dst, inputs,
+      [&](void* out, const void* a, const void* b) { reduce(dtype, op, out, a, b, count); },
+      [&](void* out, const void* src) { copy(out, src, count * dtype_size(dtype)); });
 }
 
 std::unique_ptr<DeviceMemory::StreamPoint> DeviceMemory::mark(void* stream) {

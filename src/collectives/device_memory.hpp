@@ -19,8 +19,27 @@
 #include <string>
 
 #include "core/cuda/device_ops.hpp"
+#include "core/status.hpp"
 
 namespace holmes {
+
+// dst = inputs[0] op inputs[1] op ..., pairwise left to right through reduce(dst, a, b) (dst =
+// in0 op in1, then dst = dst op in2, ...), or copy(dst, src) for one input: DeviceMemory's
+// reduce_many by default, and the host's. At least one input; only inputs[0] may be dst.
+template <typename Reduce, typename Copy>
+void reduce_left_to_right(void* dst, std::span<const void* const> inputs, Reduce&& reduce,
+                          Copy&& copy) {
+  require(!inputs.empty(), "reduce_many: no inputs");
+  for (std::size_t i = 1; i < inputs.size(); ++i) {
+    require(inputs[i] != dst, "reduce_many: input {} is dst (only input 0 may be)", i);
+  }
+  if (inputs.size() == 1) {
+    copy(dst, inputs[0]);
+    return;
+  }
+  reduce(dst, inputs[0], inputs[1]);
+  for (std::size_t i = 2; i < inputs.size(); ++i) reduce(dst, dst, inputs[i]);
+}
 
 class DeviceMemory {
  public:
