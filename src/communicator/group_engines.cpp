@@ -195,10 +195,6 @@ CommunicatorEngines::IpcGroup CommunicatorEngines::set_up_ipc(
 }
 
 GroupEngine& CommunicatorEngines::for_group(const CollectiveContext& group, GroupLevel level) {
-  // Host buffers take Holmes's ring unless a setting says otherwise (choose_group_engine): asked
-  // once per phase of every hierarchical call, small ones included, so without working out
-  // the rest.
-  if (!group.on_device() && options_.setting != "blockwise") return ring_engine();
   GroupKey key{0, {}};
   for (int p = 0; p < group.size(); ++p) key.second.push_back(group.member(p));
   level = level_of(key.second, level);
