@@ -25,67 +25,15 @@ namespace {
 using namespace device_ops;  // NOLINT: the names under test
 using testing::Bytes;
 
-// Calls f(T{}, op) with the storage type and element operation the kernels use for dtype x op.
-template <typename T, typename F>
-void with_typed_op(hm_op_t op, F&& f) {
-  switch (op) {
-    case HM_SUM:
-    case HM_AVG:
-      return f(T{}, Sum<T>{});
-    case HM_PROD:
-      return f(T{}, Prod<T>{});
-    case HM_MIN:
-      return f(T{}, Min<T>{});
-    case HM_MAX:
-      return f(T{}, Max<T>{});
-    default:
-      FAIL() << "bad op";
-  }
-}
-
-template <typename Format, typename F>
-void with_half_op(hm_op_t op, F&& f) {
-  switch (op) {
-    case HM_SUM:
-    case HM_AVG:
-      return f(std::uint16_t{}, HalfOp<Format, Sum>{});
-    case HM_PROD:
-      return f(std::uint16_t{}, HalfOp<Format, Prod>{});
-    case HM_MIN:
-      return f(std::uint16_t{}, HalfOp<Format, Min>{});
-    case HM_MAX:
-      return f(std::uint16_t{}, HalfOp<Format, Max>{});
-    default:
-      FAIL() << "bad op";
-  }
-}
-
+// with_element_op (the kernels' own choice of type and operation), failing the test on a dtype
+// or op it does not know.
 template <typename F>
 void with_op(hm_dtype_t dtype, hm_op_t op, F&& f) {
-  switch (dtype) {
-    case HM_INT8:
-      return with_typed_op<std::int8_t>(op, f);
-    case HM_UINT8:
-      return with_typed_op<std::uint8_t>(op, f);
-    case HM_INT32:
-      return with_typed_op<std::int32_t>(op, f);
-    case HM_UINT32:
-      return with_typed_op<std::uint32_t>(op, f);
-    case HM_INT64:
-      return with_typed_op<std::int64_t>(op, f);
-    case HM_UINT64:
-      return with_typed_op<std::uint64_t>(op, f);
-    case HM_FLOAT16:
-      return with_half_op<Float16Format>(op, f);
-    case HM_BFLOAT16:
-      return with_half_op<Bfloat16Format>(op, f);
-    case HM_FLOAT32:
-      return with_typed_op<float>(op, f);
-    case HM_FLOAT64:
-      return with_typed_op<double>(op, f);
-    default:
-      FAIL() << "bad dtype";
-  }
+  const bool known = with_element_op(dtype, op, false, [&](auto tag, auto element_op) {
+    f(tag, element_op);
+    return true;
+  });
+  if (!known) FAIL() << "bad dtype or op";
 }
 
 template <typename F>

@@ -16,6 +16,8 @@
 // __half/__nv_bfloat16 conversions canonicalise NaN payloads, so they are not used).
 #pragma once
 
+#include <holmes/holmes.h>
+
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -237,6 +239,72 @@ struct HalfDivideBy {
     return Format::narrow(DivideBy<float>{divisor}(Format::widen(x)));
   }
 };
+
+// ---- choosing the operation --------------------------------------------------------------
+
+// Calls f(T{}, element_op) with the storage type and element operation the kernels use for
+// dtype x op (AVG reduces as SUM) and returns what f returns; `unknown` for a dtype or op it does
+// not know. The kernels' launchers and the CPU tests of this file choose through it alike.
+template <typename R, typename F>
+R with_element_op(hm_dtype_t dtype, hm_op_t op, R unknown, F&& f) {
+  const auto typed = [&](auto tag) -> R {
+    using T = decltype(tag);
+    switch (op) {
+      case HM_SUM:
+      case HM_AVG:
+        return f(T{}, Sum<T>{});
+      case HM_PROD:
+        return f(T{}, Prod<T>{});
+      case HM_MIN:
+        return f(T{}, Min<T>{});
+      case HM_MAX:
+        return f(T{}, Max<T>{});
+      default:
+        return unknown;
+    }
+  };
+  const auto half = [&](auto format) -> R {
+    using Format = decltype(format);
+    using H = std::uint16_t;
+    switch (op) {
+      case HM_SUM:
+      case HM_AVG:
+        return f(H{}, HalfOp<Format, Sum>{});
+      case HM_PROD:
+        return f(H{}, HalfOp<Format, Prod>{});
+      case HM_MIN:
+        return f(H{}, HalfOp<Format, Min>{});
+      case HM_MAX:
+        return f(H{}, HalfOp<Format, Max>{});
+      default:
+        return unknown;
+    }
+  };
+  switch (dtype) {
+    case HM_INT8:
+      return typed(std::int8_t{});
+    case HM_UINT8:
+      return typed(std::uint8_t{});
+    case HM_INT32:
+      return typed(std::int32_t{});
+    case HM_UINT32:
+      return typed(std::uint32_t{});
+    case HM_INT64:
+      return typed(std::int64_t{});
+    case HM_UINT64:
+      return typed(std::uint64_t{});
+    case HM_FLOAT16:
+      return half(Float16Format{});
+    case HM_BFLOAT16:
+      return half(Bfloat16Format{});
+    case HM_FLOAT32:
+      return typed(float{});
+    case HM_FLOAT64:
+      return typed(double{});
+    default:
+      return unknown;
+  }
+}
 
 // ---- splitting a range between threads -------------------------------------------------------
 

@@ -67,71 +67,6 @@ cudaError_t launch_unary(void* data, std::size_t count, Op op, int max_blocks,
   return cudaGetLastError();
 }
 
-// Calls f(T{}, element_op) with the storage type and element operation of dtype x op (AVG
-// reduces as SUM) and returns what it returns; cudaErrorInvalidValue for a pair it does not know.
-template <typename T, typename F>
-cudaError_t typed_op(hm_op_t op, F& f) {
-  switch (op) {
-    case HM_SUM:
-    case HM_AVG:
-      return f(T{}, Sum<T>{});
-    case HM_PROD:
-      return f(T{}, Prod<T>{});
-    case HM_MIN:
-      return f(T{}, Min<T>{});
-    case HM_MAX:
-      return f(T{}, Max<T>{});
-    default:
-      return cudaErrorInvalidValue;
-  }
-}
-
-template <typename Format, typename F>
-cudaError_t half_op(hm_op_t op, F& f) {
-  using H = std::uint16_t;
-  switch (op) {
-    case HM_SUM:
-    case HM_AVG:
-      return f(H{}, HalfOp<Format, Sum>{});
-    case HM_PROD:
-      return f(H{}, HalfOp<Format, Prod>{});
-    case HM_MIN:
-      return f(H{}, HalfOp<Format, Min>{});
-    case HM_MAX:
-      return f(H{}, HalfOp<Format, Max>{});
-    default:
-      return cudaErrorInvalidValue;
-  }
-}
-
-template <typename F>
-cudaError_t with_reduce_op(hm_dtype_t dtype, hm_op_t op, F&& f) {
-  switch (dtype) {
-    case HM_INT8:
-      return typed_op<std::int8_t>(op, f);
-    case HM_UINT8:
-      return typed_op<std::uint8_t>(op, f);
-    case HM_INT32:
-      return typed_op<std::int32_t>(op, f);
-    case HM_UINT32:
-      return typed_op<std::uint32_t>(op, f);
-    case HM_INT64:
-      return typed_op<std::int64_t>(op, f);
-    case HM_UINT64:
-      return typed_op<std::uint64_t>(op, f);
-    case HM_FLOAT16:
-      return half_op<Float16Format>(op, f);
-    case HM_BFLOAT16:
-      return half_op<Bfloat16Format>(op, f);
-    case HM_FLOAT32:
-      return typed_op<float>(op, f);
-    case HM_FLOAT64:
-      return typed_op<double>(op, f);
-    default:
-      return cudaErrorInvalidValue;
-  }
-}
-
 // The passes of an n-way reduction (reduce_passes), each one kernel reading its inputs once.
 template <typename T, typename Op>
 cudaError_t launch_many(void* dst, const void* const* inputs, std::size_t n, std::size_t count,
@@ -173,7 +108,7 @@ cudaError_t divide_half(void* data, std::size_t count, int nranks, int max_block
 
 cudaError_t launch_reduce(hm_dtype_t dtype, hm_op_t op, void* dst, const void* a, const void* b,
                           std::size_t count, int max_blocks, cudaStream_t stream) {
-  return with_reduce_op(dtype, op, [&](auto tag, auto element_op) {
+  return with_element_op(dtype, op, cudaErrorInvalidValue, [&](auto tag, auto element_op) {
     using T = decltype(tag);
     return launch_binary<T>(dst, a, b, count, element_op, max_blocks, stream);
   });
@@ -182,7 +117,7 @@ cudaError_t launch_reduce(hm_dtype_t dtype, hm_op_t op, void* dst, const void* a
 cudaError_t launch_reduce_many(hm_dtype_t dtype, hm_op_t op, void* dst, const void* const* inputs,
                                std::size_t n, std::size_t count, int max_blocks,
                                cudaStream_t stream) {
-  return with_reduce_op(dtype, op, [&](auto tag, auto element_op) {
+  return with_element_op(dtype, op, cudaErrorInvalidValue, [&](auto tag, auto element_op) {
     using T = decltype(tag);
     return launch_many<T>(dst, inputs, n, count, element_op, max_blocks, stream);
   });
