@@ -38,34 +38,11 @@ void with_op(hm_dtype_t dtype, hm_op_t op, F&& f) {
 
 template <typename F>
 void with_divide(hm_dtype_t dtype, int nranks, F&& f) {
-  auto typed = [&](auto tag) {
-    using T = decltype(tag);
-    f(T{}, DivideBy<T>{static_cast<typename DivideBy<T>::Wide>(nranks)});
-  };
-  switch (dtype) {
-    case HM_INT8:
-      return typed(std::int8_t{});
-    case HM_UINT8:
-      return typed(std::uint8_t{});
-    case HM_INT32:
-      return typed(std::int32_t{});
-    case HM_UINT32:
-      return typed(std::uint32_t{});
-    case HM_INT64:
-      return typed(std::int64_t{});
-    case HM_UINT64:
-      return typed(std::uint64_t{});
-    case HM_FLOAT16:
-      return f(std::uint16_t{}, HalfDivideBy<Float16Format>{static_cast<float>(nranks)});
-    case HM_BFLOAT16:
-      return f(std::uint16_t{}, HalfDivideBy<Bfloat16Format>{static_cast<float>(nranks)});
-    case HM_FLOAT32:
-      return typed(float{});
-    case HM_FLOAT64:
-      return typed(double{});
-    default:
-      FAIL() << "bad dtype";
-  }
+  const bool known = with_divide_op(dtype, nranks, false, [&](auto tag, auto element_op) {
+    f(tag, element_op);
+    return true;
+  });
+  if (!known) FAIL() << "bad dtype";
 }
 
 // The kernel's work split run on the CPU: `threads` simulated threads, one after another (each

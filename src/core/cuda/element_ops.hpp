@@ -242,6 +242,37 @@ struct HalfDivideBy {
 
 // ---- choosing the operation --------------------------------------------------------------
 
+// Calls typed(T{}) for a dtype stored and computed as T, or half(Format{}) for float16 and
+// bfloat16 (stored as 16 bits, computed in float32), and returns what it returns; `unknown` for a
+// dtype it does not know.
+template <typename R, typename Typed, typename Half>
+R with_dtype(hm_dtype_t dtype, R unknown, Typed&& typed, Half&& half) {
+  switch (dtype) {
+    case HM_INT8:
+      return typed(std::int8_t{});
+    case HM_UINT8:
+      return typed(std::uint8_t{});
+    case HM_INT32:
+      return typed(std::int32_t{});
+    case HM_UINT32:
+      return typed(std::uint32_t{});
+    case HM_INT64:
+      return typed(std::int64_t{});
+    case HM_UINT64:
+      return typed(std::uint64_t{});
+    case HM_FLOAT16:
+      return half(Float16Format{});
+    case HM_BFLOAT16:
+      return half(Bfloat16Format{});
+    case HM_FLOAT32:
+      return typed(float{});
+    case HM_FLOAT64:
+      return typed(double{});
+    default:
+      return unknown;
+  }
+}
+
 // Calls f(T{}, element_op) with the storage type and element operation the kernels use for
 // dtype x op (AVG reduces as SUM) and returns what f returns; `unknown` for a dtype or op it does
 // not know. The kernels' launchers and the CPU tests of this file choose through it alike.
@@ -280,30 +311,23 @@ R with_element_op(hm_dtype_t dtype, hm_op_t op, R unknown, F&& f) {
         return unknown;
     }
   };
-  switch (dtype) {
-    case HM_INT8:
-      return typed(std::int8_t{});
-    case HM_UINT8:
-      return typed(std::uint8_t{});
-    case HM_INT32:
-      return typed(std::int32_t{});
-    case HM_UINT32:
-      return typed(std::uint32_t{});
-    case HM_INT64:
-      return typed(std::int64_t{});
-    case HM_UINT64:
-      return typed(std::uint64_t{});
-    case HM_FLOAT16:
-      return half(Float16Format{});
-    case HM_BFLOAT16:
-      return half(Bfloat16Format{});
-    case HM_FLOAT32:
-      return typed(float{});
-    case HM_FLOAT64:
-      return typed(double{});
-    default:
-      return unknown;
-  }
+  return with_dtype(dtype, unknown, typed, half);
+}
+
+// The same for the average's division by `nranks`: f(T{}, element_op) with DivideBy or
+// HalfDivideBy.
+template <typename R, typename F>
+R with_divide_op(hm_dtype_t dtype, int nranks, R unknown, F&& f) {
+  return with_dtype(
+      dtype, unknown,
+      [&](auto tag) -> R {
+        using T = decltype(tag);
+        return f(T{}, DivideBy<T>{static_cast<typename DivideBy<T>::Wide>(nranks)});
+      },
+      [&](auto format) -> R {
+        using Format = decltype(format);
+        return f(std::uint16_t{}, HalfDivideBy<Format>{static_cast<float>(nranks)});
+      });
 }
 
 // ---- splitting a range between threads -------------------------------------------------------

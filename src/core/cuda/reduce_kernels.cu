@@ -90,20 +90,6 @@ cudaError_t launch_many(void* dst, const void* const* inputs, std::size_t n, std
   return error;
 }
 
-template <typename T>
-cudaError_t divide_typed(void* data, std::size_t count, int nranks, int max_blocks,
-                         cudaStream_t stream) {
-  const DivideBy<T> op{static_cast<typename DivideBy<T>::Wide>(nranks)};
-  return launch_unary<T>(data, count, op, max_blocks, stream);
-}
-
-template <typename Format>
-cudaError_t divide_half(void* data, std::size_t count, int nranks, int max_blocks,
-                        cudaStream_t stream) {
-  const HalfDivideBy<Format> op{static_cast<float>(nranks)};
-  return launch_unary<std::uint16_t>(data, count, op, max_blocks, stream);
-}
-
 }  // namespace
 
 cudaError_t launch_reduce(hm_dtype_t dtype, hm_op_t op, void* dst, const void* a, const void* b,
@@ -125,30 +111,10 @@ cudaError_t launch_reduce_many(hm_dtype_t dtype, hm_op_t op, void* dst, const vo
 
 cudaError_t launch_divide(hm_dtype_t dtype, void* data, std::size_t count, int nranks,
                           int max_blocks, cudaStream_t stream) {
-  switch (dtype) {
-    case HM_INT8:
-      return divide_typed<std::int8_t>(data, count, nranks, max_blocks, stream);
-    case HM_UINT8:
-      return divide_typed<std::uint8_t>(data, count, nranks, max_blocks, stream);
-    case HM_INT32:
-      return divide_typed<std::int32_t>(data, count, nranks, max_blocks, stream);
-    case HM_UINT32:
-      return divide_typed<std::uint32_t>(data, count, nranks, max_blocks, stream);
-    case HM_INT64:
-      return divide_typed<std::int64_t>(data, count, nranks, max_blocks, stream);
-    case HM_UINT64:
-      return divide_typed<std::uint64_t>(data, count, nranks, max_blocks, stream);
-    case HM_FLOAT16:
-      return divide_half<Float16Format>(data, count, nranks, max_blocks, stream);
-    case HM_BFLOAT16:
-      return divide_half<Bfloat16Format>(data, count, nranks, max_blocks, stream);
-    case HM_FLOAT32:
-      return divide_typed<float>(data, count, nranks, max_blocks, stream);
-    case HM_FLOAT64:
-      return divide_typed<double>(data, count, nranks, max_blocks, stream);
-    default:
-      return cudaErrorInvalidValue;
-  }
+  return with_divide_op(dtype, nranks, cudaErrorInvalidValue, [&](auto tag, auto element_op) {
+    using T = decltype(tag);
+    return launch_unary<T>(data, count, element_op, max_blocks, stream);
+  });
 }
 
 }  // namespace holmes::device_ops
