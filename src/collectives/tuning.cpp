@@ -587,25 +587,21 @@ std::vector<double> hierarchical_segment_weights(int segments) {
   return weights;
 }
 
-int hierarchical_lane_window(const Hierarchy& h, double lane_bytes) {
+int hierarchical_lane_window(const Hierarchy& h, double lane_bytes, int segments) {
   const int islands = h.summary.islands;
   if (islands < 2 || lane_bytes <= 0) return 1;
+  const int turnaround = segments >= 2 ? 2 : 1;
   // A ring of I lanes takes 2(I-1) steps (allreduce; the block collectives half as many); each
   // step's chunks leave only after the step before has landed, so a lone segment leaves its
   // link idle for up to a latency per step, and once more while its last chunk travels.
   const double busy_us = h.other_island.transfer_us(lane_bytes);
   const double idle_us = 2.0 * (islands - 1) * h.other_island.latency_us;
-  // Below this share of a segment's time the idle spells cost less than a second segment's
+  // Below this share of a segment's time the idle spells cost less than a further segment's
   // contention for the islands' cores.
   constexpr double kNegligible = 0.02;
-  if (busy_us <= 0 || idle_us <= kNegligible * busy_us) return 1;
-  return static_cast<int>(
-      std::clamp(1.0 + std::ceil(idle_us / busy_us), 1.0, double{kMaxLaneWindow}));
-}
-
-int hierarchical_allreduce_lane_window(const Hierarchy& h, double lane_bytes, int segments) {
-  const int window = hierarchical_lane_window(h, lane_bytes);
-  return segments >= 2 && h.summary.islands >= 2 ? std::max(2, window) : window;
+  if (busy_us <= 0 || idle_us <= kNegligible * busy_us) return turnaround;
+  return std::max(turnaround, static_cast<int>(std::clamp(1.0 + std::ceil(idle_us / busy_us), 1.0,
+                                                          double{kMaxLaneWindow})));
 }
 
 Algorithm choose_lane_allreduce(const CostModel& model, int ranks, double bytes,

@@ -225,18 +225,16 @@ int hierarchical_segments(const Hierarchy& h, const CostModel& model, double byt
 // they are smaller than the segments between (a ramp: 1/4, 1/2, 1, ..., 1, 1/2, 1/4).
 std::vector<double> hierarchical_segment_weights(int segments);
 
-// How many segments of a hierarchical collective may be in the lanes' phase at once
-// (segments.hpp, PhaseTurns): 1 unless the slow tier's latency would leave its links idle for a
-// noticeable part of a segment's time there, else enough segments to cover the latencies of the
-// lanes' ring steps (bandwidth x RTT in flight), at most kMaxLaneWindow. `lane_bytes`: what one
-// segment sends out of one lane's link in that phase.
+// How many segments of a hierarchical collective of `segments` segments may be in the lanes'
+// phase at once (segments.hpp, PhaseTurns). At least 2 once there are two segments and two
+// islands: each segment's lanes end with a ring step's turnaround (wake, reduce or store the last
+// chunk, send it, for the next segment's first step to start), and a lone segment leaves the link
+// idle meanwhile. More where the slow tier's latency would leave its links idle for a noticeable
+// part of a segment's time there: enough segments to cover the latencies of the lanes' ring steps
+// (bandwidth x RTT in flight), at most kMaxLaneWindow. `lane_bytes`: what one segment sends out
+// of one lane's link in that phase.
 constexpr int kMaxLaneWindow = 4;
-int hierarchical_lane_window(const Hierarchy& h, double lane_bytes);
-// The same for a hierarchical allreduce of `segments` segments: at least 2 once there are two.
-// Its lanes' ring reduces between its two halves, so each step ends with a turnaround on the
-// lane's own core (wake, reduce the last chunk, send it), and a lone segment leaves the link
-// idle for it. The block collectives' lanes only forward, and contend for cores instead.
-int hierarchical_allreduce_lane_window(const Hierarchy& h, double lane_bytes, int segments);
+int hierarchical_lane_window(const Hierarchy& h, double lane_bytes, int segments);
 
 // Inner choices of the hierarchical algorithms, for `ranks` ranks joined by `link`.
 Algorithm choose_lane_allreduce(const CostModel& model, int ranks, double bytes,

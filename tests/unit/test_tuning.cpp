@@ -240,39 +240,44 @@ TEST(CostModel, HierarchicalSegmentsRampUpAndDown) {
             std::vector<double>({0.25, 0.5, 1, 1, 1, 1, 0.5, 0.25}));
 }
 
-// Segments in the lanes' phase at once: one while the slow tier's latency costs little next to a
-// segment's time on it, more as bandwidth x latency grows, never more than kMaxLaneWindow.
+// Segments in the lanes' phase at once, latency alone (as for one segment): one while the slow
+// tier's latency costs little next to a segment's time on it, more as bandwidth x latency grows,
+// never more than kMaxLaneWindow.
 TEST(CostModel, LaneWindowCoversTheSlowTiersLatency) {
   CostModel m;
   constexpr double kMiB = 1 << 20;
+  auto window = [&](const Hierarchy& h, double bytes) {
+    return hierarchical_lane_window(h, bytes, 1);
+  };
   m.inter_island = {30, 0.0625};  // 0.5 Gbit/s, 30 us: 4 MiB take 67 ms
-  EXPECT_EQ(hierarchical_lane_window(cluster(2, 2, 1, m), 4 * kMiB), 1);
+  EXPECT_EQ(window(cluster(2, 2, 1, m), 4 * kMiB), 1);
   m.inter_island = {1000, 0.0625};  // 2 ms of idle ring steps: 3% of a segment
-  EXPECT_EQ(hierarchical_lane_window(cluster(2, 2, 1, m), 4 * kMiB), 2);
+  EXPECT_EQ(window(cluster(2, 2, 1, m), 4 * kMiB), 2);
   m.inter_island = {10000, 0.0625};  // 20 ms
-  EXPECT_EQ(hierarchical_lane_window(cluster(2, 2, 1, m), 4 * kMiB), 2);
+  EXPECT_EQ(window(cluster(2, 2, 1, m), 4 * kMiB), 2);
   m.inter_island = {10000, 1.25};  // 10 Gbit/s: the same 20 ms against 3.4 ms
-  EXPECT_EQ(hierarchical_lane_window(cluster(2, 2, 1, m), 4 * kMiB), kMaxLaneWindow);
+  EXPECT_EQ(window(cluster(2, 2, 1, m), 4 * kMiB), kMaxLaneWindow);
   m.inter_island = {10000, 0.25};  // 2 Gbit/s: 20 ms against 16.8 ms
-  EXPECT_EQ(hierarchical_lane_window(cluster(2, 2, 1, m), 4 * kMiB), 3);
+  EXPECT_EQ(window(cluster(2, 2, 1, m), 4 * kMiB), 3);
   // Three islands: a ring of four steps, twice the idle time.
-  EXPECT_EQ(hierarchical_lane_window(cluster(3, 2, 1, m), 4 * kMiB), kMaxLaneWindow);
-  EXPECT_EQ(hierarchical_lane_window(cluster(1, 4, 1, m), 4 * kMiB), 1);  // no slow tier
-  EXPECT_EQ(hierarchical_lane_window(cluster(2, 2, 1, m), 0), 1);
+  EXPECT_EQ(window(cluster(3, 2, 1, m), 4 * kMiB), kMaxLaneWindow);
+  EXPECT_EQ(window(cluster(1, 4, 1, m), 4 * kMiB), 1);  // no slow tier
+  EXPECT_EQ(window(cluster(2, 2, 1, m), 0), 1);
 }
 
-// The allreduce's lanes turn each ring step around on their own core: two segments at once as
-// soon as there are two, more only where the latency asks for more; none of that in one island.
-TEST(CostModel, AllreduceLaneWindowCoversTheStepsTurnaround) {
+// Every collective's lanes end each segment with a ring step's turnaround: two segments at once
+// as soon as there are two, more only where the latency asks for more; none of that in one
+// island.
+TEST(CostModel, LaneWindowCoversEachSegmentsTurnaround) {
   CostModel m;
   constexpr double kMiB = 1 << 20;
   m.inter_island = {30, 0.0625};
-  EXPECT_EQ(hierarchical_allreduce_lane_window(cluster(2, 2, 1, m), 4 * kMiB, 8), 2);
-  EXPECT_EQ(hierarchical_allreduce_lane_window(cluster(2, 2, 1, m), 4 * kMiB, 2), 2);
-  EXPECT_EQ(hierarchical_allreduce_lane_window(cluster(2, 2, 1, m), 4 * kMiB, 1), 1);
-  EXPECT_EQ(hierarchical_allreduce_lane_window(cluster(1, 4, 1, m), 4 * kMiB, 8), 1);
+  EXPECT_EQ(hierarchical_lane_window(cluster(2, 2, 1, m), 4 * kMiB, 8), 2);
+  EXPECT_EQ(hierarchical_lane_window(cluster(2, 2, 1, m), 4 * kMiB, 2), 2);
+  EXPECT_EQ(hierarchical_lane_window(cluster(2, 2, 1, m), 4 * kMiB, 1), 1);
+  EXPECT_EQ(hierarchical_lane_window(cluster(1, 4, 1, m), 4 * kMiB, 8), 1);
   m.inter_island = {10000, 1.25};
-  EXPECT_EQ(hierarchical_allreduce_lane_window(cluster(2, 2, 1, m), 4 * kMiB, 8), kMaxLaneWindow);
+  EXPECT_EQ(hierarchical_lane_window(cluster(2, 2, 1, m), 4 * kMiB, 8), kMaxLaneWindow);
 }
 
 TEST(CostModel, ForcedAlgorithmIsReportedWithItsPrediction) {

@@ -187,7 +187,7 @@ void hierarchical_allreduce(CollectiveContext& ctx, const Hierarchy& h, const Co
   const double islands = static_cast<double>(h.islands.size());
   const double lane_bytes = static_cast<double>(count * es) / segments / h.summary.smallest_island *
                             2 * (islands - 1) / islands;
-  const int lane_window = hierarchical_allreduce_lane_window(h, lane_bytes, segments);
+  const int lane_window = hierarchical_lane_window(h, lane_bytes, segments);
   widths[kLanesPhase] = lane_window;
   run_segments(ctx, segments, kPhasesPerDescent, std::move(widths), timing,
                [&](int s, ScratchSpace* scratch, const SegmentTurn& turn) {

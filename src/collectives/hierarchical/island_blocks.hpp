@@ -154,7 +154,7 @@ struct BlockPlan {
     const double islands = static_cast<double>(h.islands.size());
     const double lane_bytes = static_cast<double>(h.size()) * static_cast<double>(count * es) /
                               segments / h.summary.smallest_island * (islands - 1) / islands;
-    widths[kLanePhase] = hierarchical_lane_window(h, lane_bytes);
+    widths[kLanePhase] = hierarchical_lane_window(h, lane_bytes, segments);
     run_segments(
         ctx, segments, phases, std::move(widths), nullptr,
         [&](int s, ScratchSpace* scratch, const SegmentTurn& turn) {

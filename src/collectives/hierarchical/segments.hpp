@@ -57,8 +57,8 @@ inline int position_in(const std::vector<int>& members, int rank) {
 // once segments up to s-W have left it. The lanes' phase takes that on long links: a segment
 // there ends one latency after its last bytes left, and its last step waits a latency for the
 // step before, so one segment at a time leaves the link idle for latencies; W segments at once
-// keep bandwidth x RTT in flight (hierarchical_lane_window). The allreduce's lanes take at least
-// two, for the turnaround each ring step ends with (hierarchical_allreduce_lane_window).
+// keep bandwidth x RTT in flight, and at least two, for the turnaround each ring step ends with
+// (hierarchical_lane_window).
 struct TurnAborted {};
 
 class PhaseTurns {
