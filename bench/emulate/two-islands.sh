@@ -26,7 +26,7 @@
 # nominal rate and for the rate iperf3 measured, and per run the MB each uplink sent, which
 # shows how the run spread its inter-island traffic. TWO_ISLANDS_KEEP_TMP=1 keeps every rank's
 # log and CSV; with HOLMES_LOG_LEVEL=debug (or trace) as well, each Holmes rank's log has every
-# hierarchical allreduce's timeline (README, HOLMES_LOG_LEVEL).
+# hierarchical allreduce's, allgather's and reduce-scatter's timeline (README, HOLMES_LOG_LEVEL).
 #
 # Usage: bench/emulate/two-islands.sh [-B BUILD] [-p RANKS_PER_HOST] [-s SIZE] [-n ITERS]
 #                                     [-w WARMUP] [-R RATE] [-t SECONDS] [-P] [-c COLLECTIVE]

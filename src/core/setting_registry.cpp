@@ -214,8 +214,8 @@ constexpr SettingSpec kTable[] = {
            "results are bitwise the same; one choice per process"),
     choice(S::kLogLevel, "HOLMES_LOG_LEVEL", Scope::kProcess, "logging", "warn", kLogLevels,
            "`info` prints each rank's per-peer transport line; at `debug` a segmented hierarchical "
-           "allreduce logs how long its lane across islands carried data, at `trace` when each "
-           "phase of each segment ran"),
+           "allreduce, allgather or reduce-scatter logs how long its lane across islands carried "
+           "data, at `trace` when each phase of each segment ran"),
 };
 
 constexpr bool in_order() {

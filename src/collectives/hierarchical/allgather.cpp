@@ -70,10 +70,11 @@ void hierarchical_allgather(CollectiveContext& ctx, const Hierarchy& h, const Co
       if (rank == ctx.rank()) ctx.copy(packed + at * es, own + start * es, size * es);
     });
   }
-  plan.run(ctx, [&](const SegmentViews& view, const IslandBlocks& blocks, std::size_t at,
-                    std::size_t, const SegmentTurn& turn) {
-    allgather_segment(view, blocks, me, packed + at * es, dtype, turn);
-  });
+  plan.run(ctx, "hierarchical allgather",
+           [&](const SegmentViews& view, const IslandBlocks& blocks, std::size_t at, std::size_t,
+               const SegmentTurn& turn) {
+             allgather_segment(view, blocks, me, packed + at * es, dtype, turn);
+           });
   if (!plan.direct) {
     for_each_piece(h, plan, [&](int rank, std::size_t at, std::size_t start, std::size_t size) {
       ctx.copy(out + (static_cast<std::size_t>(rank) * count + start) * es, packed + at * es,

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <utility>
 #include <vector>
 
@@ -112,6 +113,17 @@ constexpr std::uint64_t kIslandPhase = 0;
 constexpr std::uint64_t kLanePhase = 1;
 constexpr std::uint64_t kPartsPhase = 2;
 inline std::uint64_t block_phases(const Hierarchy& h) { return kPartsPhase + h.islands.size(); }
+// Their names in the debug timeline (PhaseTimeline).
+inline const char* block_phase_name(std::uint64_t phase) {
+  switch (phase) {
+    case kIslandPhase:
+      return "island's own blocks";
+    case kLanePhase:
+      return "lanes across islands";
+    default:
+      return "island's exchange of an island's parts";
+  }
+}
 static_assert(kFirst + kPartsPhase + kMaxBlockIslands <= 64);
 
 // Segments of a hierarchical allgather or reduce-scatter of `bytes` in all: as for allreduce
@@ -145,18 +157,24 @@ struct BlockPlan {
 
   // Runs body(view, blocks, at, start, turn) for every segment: `blocks` where its pieces lie,
   // `at` the segment's offset (elements) in the packed copy (0 when direct), `start` its pieces'
-  // offset in a rank's block.
+  // offset in a rank's block. `what` names the collective in the debug timeline.
   template <typename Body>
-  void run(const CollectiveContext& ctx, Body&& body) const {
+  void run(const CollectiveContext& ctx, const char* what, Body&& body) const {
     // The lanes' phase, several segments at once on long links: each lane sends (I-1)/I of its
     // part of a segment (I islands).
     std::vector<int> widths(phases, 1);
     const double islands = static_cast<double>(h.islands.size());
     const double lane_bytes = static_cast<double>(h.size()) * static_cast<double>(count * es) /
                               segments / h.summary.smallest_island * (islands - 1) / islands;
-    widths[kLanePhase] = hierarchical_lane_window(h, lane_bytes, segments);
+    const int lane_window = hierarchical_lane_window(h, lane_bytes, segments);
+    widths[kLanePhase] = lane_window;
+    std::optional<PhaseTimeline> timeline;
+    if (segments > 1 && logger().should_log(spdlog::level::debug)) {
+      timeline.emplace(what, kLanePhase, block_phase_name);
+    }
+    PhaseTimeline* const timing = timeline ? &*timeline : nullptr;
     run_segments(
-        ctx, segments, phases, std::move(widths), nullptr,
+        ctx, segments, phases, std::move(widths), timing,
         [&](int s, ScratchSpace* scratch, const SegmentTurn& turn) {
           const std::size_t size = pieces.block_size(s);
           const std::size_t start = pieces.block_start(s);
@@ -166,6 +184,9 @@ struct BlockPlan {
           const SegmentViews view{ctx, kFirst + phases * static_cast<std::uint64_t>(s), scratch};
           body(view, blocks, at, start, turn);
         });
+    if (timing != nullptr) {
+      timing->log(static_cast<std::size_t>(h.size()) * count * es, segments, lane_window);
+    }
   }
 
   const Hierarchy& h;

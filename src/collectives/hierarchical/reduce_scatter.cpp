@@ -90,11 +90,12 @@ void hierarchical_reduce_scatter(CollectiveContext& ctx, const Hierarchy& h, con
     });
     in = packed;
   }
-  plan.run(ctx, [&](const SegmentViews& view, const IslandBlocks& blocks, std::size_t at,
-                    std::size_t start, const SegmentTurn& turn) {
-    reduce_scatter_segment(view, blocks, me, ctx.size(), in + at * es, sums + at * es,
-                           static_cast<std::byte*>(recv) + start * es, dtype, op, turn);
-  });
+  plan.run(ctx, "hierarchical reduce-scatter",
+           [&](const SegmentViews& view, const IslandBlocks& blocks, std::size_t at,
+               std::size_t start, const SegmentTurn& turn) {
+             reduce_scatter_segment(view, blocks, me, ctx.size(), in + at * es, sums + at * es,
+                                    static_cast<std::byte*>(recv) + start * es, dtype, op, turn);
+           });
 }
 
 }  // namespace holmes
