@@ -4,6 +4,7 @@
 // run_segments does with a caller that drives its transports.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <iterator>
@@ -74,6 +75,56 @@ TEST(PhaseTurns, ALeavingSegmentLetsTheNextIn) {
   turns.leave(0, 0);
   third.join();  // returns only once segment 2 got in
   EXPECT_TRUE(entered);
+}
+
+// A phase with a lead of 1 until phase 2: segment s starts it only once segment s-1 has entered
+// phase 2, however early s is done with the phase before.
+TEST(PhaseTurns, ALedPhaseWaitsForTheSegmentAheadToReachItsTarget) {
+  PhaseTurns turns(3, 50ms, nullptr, {}, {PhaseLead{1, 2}, PhaseLead{1, 2}});
+  ASSERT_TRUE(enters(turns, 0, 0));  // segment 0 has no one ahead
+  turns.leave(0, 0);
+  EXPECT_FALSE(enters(turns, 0, 1));  // segment 0 has not reached phase 2
+  ASSERT_TRUE(enters(turns, 1, 0));
+  turns.leave(1, 0);
+  EXPECT_FALSE(enters(turns, 0, 1));  // phase 1 is not enough
+  ASSERT_TRUE(enters(turns, 2, 0));
+  EXPECT_TRUE(enters(turns, 0, 1));  // now it is
+  turns.leave(0, 1);
+  EXPECT_TRUE(enters(turns, 1, 1));  // and for phase 1, led the same way
+  turns.leave(1, 1);
+  EXPECT_FALSE(enters(turns, 0, 2));  // segment 1 has not reached phase 2
+  turns.leave(2, 0);
+  EXPECT_TRUE(enters(turns, 2, 1));  // the target itself is not led
+  EXPECT_TRUE(enters(turns, 0, 2));
+}
+
+TEST(PhaseTurns, ALeadMustPointAtAPhase) {
+  EXPECT_THROW(PhaseTurns(2, 50ms, nullptr, {}, {PhaseLead{1, 2}}), Error);
+}
+
+// Segments that each wait for a lead from another thread all get through (none waits for one
+// behind it).
+TEST(PhaseTurns, LedSegmentsRunThroughOnTheirOwnThreads) {
+  constexpr int kSegments = 6;
+  PhaseTurns turns(3, 10s, nullptr, {1, 1, 2}, {PhaseLead{1, 2}, PhaseLead{1, 2}});
+  std::mutex mutex;
+  std::vector<int> reached;  // segments that entered phase 2
+  std::vector<std::thread> threads;
+  for (int s = 0; s < kSegments; ++s) {
+    threads.emplace_back([&, s] {
+      for (std::uint64_t phase = 0; phase < 3; ++phase) {
+        turns.enter(phase, s);
+        if (phase == 2) {
+          std::lock_guard lock(mutex);
+          reached.push_back(s);
+        }
+        turns.leave(phase, s);
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  std::sort(reached.begin(), reached.end());
+  EXPECT_EQ(reached, std::vector<int>({0, 1, 2, 3, 4, 5}));
 }
 
 TEST(PhaseTurns, AbortEndsEveryWait) {
@@ -156,7 +207,7 @@ TEST(RunSegments, TheCallerHandsItsDriveBackWhileSegmentsRun) {
   drive.begin_caller_drive();
   std::mutex mutex;
   std::vector<bool> seen;
-  run_segments(*driven.ctx, 3, 1, {3}, nullptr, [&](int, ScratchSpace*, SegmentTurn) {
+  run_segments(*driven.ctx, 3, 1, {3}, {}, nullptr, [&](int, ScratchSpace*, SegmentTurn) {
     const std::lock_guard<std::mutex> lock(mutex);
     seen.push_back(drive.driving);
   });
@@ -170,7 +221,7 @@ TEST(RunSegments, OneSegmentKeepsTheDrive) {
   DrivenContext driven(drive);
   drive.begin_caller_drive();
   bool during = false;
-  run_segments(*driven.ctx, 1, 1, {1}, nullptr,
+  run_segments(*driven.ctx, 1, 1, {1}, {}, nullptr,
                [&](int, ScratchSpace*, SegmentTurn) { during = drive.driving; });
   EXPECT_TRUE(during);
   EXPECT_TRUE(drive.driving);

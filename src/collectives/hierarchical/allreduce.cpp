@@ -47,6 +47,47 @@ const char* phase_name(std::uint64_t phase) {
 }
 static_assert(kLevels == 2, "phase_name names two levels");
 
+// The groups of `ranks` at `level` (their hosts, their islands), in order of their first rank.
+std::vector<std::vector<int>> groups_at(const Hierarchy& h, int level,
+                                        const std::vector<int>& ranks) {
+  const std::vector<int>& key = level == 0 ? h.host : h.island;
+  std::vector<std::vector<int>> groups;
+  std::vector<int> group_keys;
+  for (int r : ranks) {
+    const int k = key[static_cast<std::size_t>(r)];
+    const auto it = std::find(group_keys.begin(), group_keys.end(), k);
+    if (it == group_keys.end()) {
+      group_keys.push_back(k);
+      groups.push_back({r});
+    } else {
+      groups[static_cast<std::size_t>(it - group_keys.begin())].push_back(r);
+    }
+  }
+  return groups;
+}
+
+// Whether `rank` reaches the lanes' phase of a descent from `ranks`, as descend() takes it: at
+// every level where it reduces, its position in its group is below the smallest group's size.
+// The ranks past that work only inside their groups.
+bool reaches_lanes(const Hierarchy& h, std::vector<int> ranks, int rank) {
+  for (int level = 0; level < kLevels && ranks.size() > 1; ++level) {
+    const auto groups = groups_at(h, level, ranks);
+    if (groups.size() == 1 || groups.size() == ranks.size()) continue;
+    std::size_t lanes = ranks.size();
+    for (const auto& g : groups) lanes = std::min(lanes, g.size());
+    std::vector<int> lane;
+    for (const auto& g : groups) {
+      const auto it = std::find(g.begin(), g.end(), rank);
+      if (it == g.end()) continue;
+      const auto position = static_cast<std::size_t>(it - g.begin());
+      if (position >= lanes) return false;
+      for (const auto& other : groups) lane.push_back(other[position]);
+    }
+    ranks = std::move(lane);
+  }
+  return true;
+}
+
 // Allreduce over `ranks` (communicator ranks, this rank among them) from `level` down: inside
 // each group of this level (a host, an island) a ring reduce-scatter into M shards (M = size of
 // the smallest group), shard p allreduced by the ranks at position p of every group one level
@@ -75,20 +116,7 @@ void descend(const CollectiveContext& top, const Hierarchy& h, const CostModel& 
     });
     return;
   }
-  const std::vector<int>& key = level == 0 ? h.host : h.island;
-  // Groups in order of their first rank in `ranks`.
-  std::vector<std::vector<int>> groups;
-  std::vector<int> group_keys;
-  for (int r : ranks) {
-    const int k = key[static_cast<std::size_t>(r)];
-    const auto it = std::find(group_keys.begin(), group_keys.end(), k);
-    if (it == group_keys.end()) {
-      group_keys.push_back(k);
-      groups.push_back({r});
-    } else {
-      groups[static_cast<std::size_t>(it - group_keys.begin())].push_back(r);
-    }
-  }
+  const std::vector<std::vector<int>> groups = groups_at(h, level, ranks);
   const GroupLevel group_level = level == 0 ? GroupLevel::kHost : GroupLevel::kIsland;
   // One group holding every rank, with device buffers: the group's engine allreduces them when
   // it is not the ring (CUDA IPC on one host, NCCL on one island), else the levels below do.
@@ -189,7 +217,13 @@ void hierarchical_allreduce(CollectiveContext& ctx, const Hierarchy& h, const Co
                             2 * (islands - 1) / islands;
   const int lane_window = hierarchical_lane_window(h, lane_bytes, segments);
   widths[kLanesPhase] = lane_window;
-  run_segments(ctx, segments, kPhasesPerDescent, std::move(widths), timing,
+  // The islands work on the segment the lanes take next: no segment starts a phase before the
+  // one ahead of it has reached the lanes (PhaseLead), where this rank has a lane.
+  std::vector<PhaseLead> leads;
+  if (segments > 1 && reaches_lanes(h, everyone, ctx.rank())) {
+    leads.assign(kPhasesPerDescent, PhaseLead{1, kLanesPhase});
+  }
+  run_segments(ctx, segments, kPhasesPerDescent, std::move(widths), std::move(leads), timing,
                [&](int s, ScratchSpace* scratch, const SegmentTurn& turn) {
                  const std::size_t at = parts.block_start(s);
                  descend(ctx, h, model, everyone, 0, in + at * es, out + at * es,

@@ -173,8 +173,14 @@ struct BlockPlan {
       timeline.emplace(what, kLanePhase, block_phase_name);
     }
     PhaseTimeline* const timing = timeline ? &*timeline : nullptr;
+    // The islands work on the segment the lanes take next: no segment starts a phase before the
+    // one ahead of it has reached the lanes (PhaseLead), where this rank has a lane.
+    std::vector<PhaseLead> leads;
+    if (h.islands.size() > 1 && place_of(h, ctx.rank()).position < h.summary.smallest_island) {
+      leads.assign(phases, PhaseLead{1, kLanePhase});
+    }
     run_segments(
-        ctx, segments, phases, std::move(widths), timing,
+        ctx, segments, phases, std::move(widths), std::move(leads), timing,
         [&](int s, ScratchSpace* scratch, const SegmentTurn& turn) {
           const std::size_t size = pieces.block_size(s);
           const std::size_t start = pieces.block_start(s);

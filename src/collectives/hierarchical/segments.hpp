@@ -59,22 +59,40 @@ inline int position_in(const std::vector<int>& members, int rank) {
 // step before, so one segment at a time leaves the link idle for latencies; W segments at once
 // keep bandwidth x RTT in flight, and at least two, for the turnaround each ring step ends with
 // (hierarchical_lane_window).
+//
+// A phase may also be given a lead: segment s enters it only once segment s-L has entered a
+// later phase Q. The first phase of the block collectives takes one (Q: the lanes), so that the
+// islands work on the segments the slow tier needs next: without it, the islands' phases of the
+// segments behind shared the cores and the island's link with them, and the lanes waited.
+// Segment s-L never waits for s, so the lead cannot deadlock; it is given only where every
+// segment of this rank enters Q.
 struct TurnAborted {};
+
+struct PhaseLead {
+  int segments = 0;         // L (0: no lead)
+  std::uint64_t until = 0;  // Q
+};
 
 class PhaseTurns {
  public:
   // `phases`: the phases each segment takes (numbered from 0); `widths[p]`: how many segments
-  // may be in phase p at once (1 where not given); `progress` (may be nullptr) counts the
-  // communicator's completed transfers.
+  // may be in phase p at once (1 where not given); `leads[p]`: phase p's lead (none where not
+  // given); `progress` (may be nullptr) counts the communicator's completed transfers.
   PhaseTurns(std::size_t phases, std::chrono::milliseconds timeout,
-             const std::atomic<std::uint64_t>* progress, std::vector<int> widths = {})
+             const std::atomic<std::uint64_t>* progress, std::vector<int> widths = {},
+             std::vector<PhaseLead> leads = {})
       : timeout_(timeout),
         progress_(progress),
         widths_(std::move(widths)),
+        leads_(std::move(leads)),
         entered_(phases, 0),
         left_below_(phases, 0),
         left_(phases) {
     widths_.resize(phases, 1);
+    leads_.resize(phases);
+    for (const PhaseLead& lead : leads_) {
+      require(lead.segments <= 0 || lead.until < phases, "PhaseTurns: a lead past the last phase");
+    }
   }
 
   // Waits for `segment`'s turn in `phase`. A phase of the segment before may rightly take longer
@@ -85,18 +103,28 @@ class PhaseTurns {
   std::chrono::steady_clock::time_point enter(std::uint64_t phase, int segment) {
     std::unique_lock lock(mutex_);
     auto transfers = [&] { return progress_ != nullptr ? progress_->load() : 0; };
+    const PhaseLead& lead = leads_[phase];
     auto turn = [&] {
       return aborted_ || (entered_[phase] == segment &&
-                          segment < left_below_[phase] + std::max(1, widths_[phase]));
+                          segment < left_below_[phase] + std::max(1, widths_[phase]) &&
+                          (lead.segments <= 0 || segment - lead.segments < entered_[lead.until]));
     };
     for (auto seen = transfers();;) {
       if (cv_.wait_for(lock, timeout_, turn)) break;
       if (transfers() == seen) {
+        const bool in_order = entered_[phase] == segment;
+        const bool led = in_order && segment < left_below_[phase] + std::max(1, widths_[phase]);
         fail(HM_ERR_TIMEOUT,
-             "hierarchical collective: segment {} waited {} ms for segment {} to finish phase {}, "
-             "and no transfer completed meanwhile",
-             segment, timeout_.count(),
-             entered_[phase] == segment ? left_below_[phase] : entered_[phase], phase);
+             "hierarchical collective: segment {} waited {} ms to enter phase {} for segment {} "
+             "to {} phase {}, and no transfer completed meanwhile",
+             segment, timeout_.count(), phase,
+             led        ? segment - lead.segments
+             : in_order ? left_below_[phase]
+                        : entered_[phase],
+             led        ? "enter"
+             : in_order ? "finish"
+                        : "enter",
+             led ? lead.until : phase);
       }
       seen = transfers();
     }
@@ -134,6 +162,7 @@ class PhaseTurns {
   std::mutex mutex_;
   std::condition_variable cv_;
   std::vector<int> widths_;
+  std::vector<PhaseLead> leads_;
   std::vector<int> entered_;             // per phase: segments that have entered it
   std::vector<int> left_below_;          // per phase: segments 0 .. this-1 have all left it
   std::vector<std::vector<bool>> left_;  // per phase and segment: has left it
@@ -236,18 +265,19 @@ struct SegmentTurn {
 
 // Runs `segment(s, scratch, turn)` for every segment s of a hierarchical collective: one segment
 // inline, several on threads of their own that take each of the `phases` phases in turn
-// (PhaseTurns, `widths` segments at once per phase), each with its own scratch. A failure ends
-// the other segments' waits; the first is rethrown.
+// (PhaseTurns, `widths` segments at once per phase, `leads` its leads), each with its own
+// scratch. A failure ends the other segments' waits; the first is rethrown.
 template <typename Segment>
 void run_segments(const CollectiveContext& ctx, int segments, std::size_t phases,
-                  std::vector<int> widths, PhaseTimeline* timeline, Segment&& segment) {
+                  std::vector<int> widths, std::vector<PhaseLead> leads, PhaseTimeline* timeline,
+                  Segment&& segment) {
   if (segments <= 1) {
     segment(0, static_cast<ScratchSpace*>(nullptr), SegmentTurn{});
     return;
   }
   const std::span<ScratchSpace> scratch = ctx.segment_scratch(static_cast<std::size_t>(segments));
   std::vector<std::exception_ptr> errors(static_cast<std::size_t>(segments));
-  PhaseTurns turns(phases, ctx.timeout(), ctx.progress(), std::move(widths));
+  PhaseTurns turns(phases, ctx.timeout(), ctx.progress(), std::move(widths), std::move(leads));
   // This thread only joins from here on: a drive of its own would stall this rank's transports.
   const DriveScope pause = ctx.pause_drive();
   std::vector<std::thread> threads;
