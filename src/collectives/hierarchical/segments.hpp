@@ -60,12 +60,12 @@ inline int position_in(const std::vector<int>& members, int rank) {
 // keep bandwidth x RTT in flight, and at least two, for the turnaround each ring step ends with
 // (hierarchical_lane_window).
 //
-// A phase may also be given a lead: segment s enters it only once segment s-L has entered a
-// later phase Q. The first phase of the block collectives takes one (Q: the lanes), so that the
-// islands work on the segments the slow tier needs next: without it, the islands' phases of the
-// segments behind shared the cores and the island's link with them, and the lanes waited.
-// Segment s-L never waits for s, so the lead cannot deadlock; it is given only where every
-// segment of this rank enters Q.
+// A phase may also be given a lead: segment s enters it only once segment s-L has entered phase
+// Q. Every phase of the hierarchical collectives takes one (L 1, Q the lanes), so that the
+// islands work on the segment the slow tier needs next: without it, the islands' phases of the
+// segments behind shared the cores and the island's link with it, and the lanes waited. (For a
+// phase after Q it holds already: segments enter Q in order.) Segment s-L never waits for s, so
+// the lead cannot deadlock; it is given only where every segment of this rank enters Q.
 struct TurnAborted {};
 
 struct PhaseLead {
