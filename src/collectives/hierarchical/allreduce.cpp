@@ -220,7 +220,7 @@ void hierarchical_allreduce(CollectiveContext& ctx, const Hierarchy& h, const Co
   // The islands work on the segment the lanes take next: no segment starts a phase before the
   // one ahead of it has reached the lanes (PhaseLead), where this rank has a lane.
   std::vector<PhaseLead> leads;
-  if (segments > 1 && reaches_lanes(h, everyone, ctx.rank())) {
+  if (segments > 1 && reaches_lanes(h, everyone, ctx.member(ctx.rank()))) {
     leads.assign(kPhasesPerDescent, PhaseLead{1, kLanesPhase});
   }
   run_segments(ctx, segments, kPhasesPerDescent, std::move(widths), std::move(leads), timing,
