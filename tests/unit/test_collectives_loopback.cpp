@@ -413,14 +413,16 @@ TEST_P(LoopbackCollectives, EveryRankHoldsTheReferenceResult) {
   const int n = GetParam().ranks;
   const bool hierarchical = entry.algorithm == Algorithm::kHierarchical;
   std::vector<std::size_t> counts = {0, 1, 7, 1000, 5000};
-  // A call large enough to go in segments whose phases overlap (4 MiB and more in all).
+  // A call large enough to go in segments whose phases overlap (4 MiB and more in all), in place
+  // and not (the counts alternate).
   if (hierarchical && n >= 2 && entry.kind != CollectiveKind::kBarrier &&
       entry.kind != CollectiveKind::kAlltoall && entry.kind != CollectiveKind::kBroadcast &&
       entry.kind != CollectiveKind::kReduce) {
     const std::size_t bytes = (std::size_t{9} << 20) / 2;
-    counts.push_back(entry.kind == CollectiveKind::kAllreduce
-                         ? bytes / 4
-                         : bytes / 4 / static_cast<std::size_t>(n));
+    const std::size_t large = entry.kind == CollectiveKind::kAllreduce
+                                  ? bytes / 4
+                                  : bytes / 4 / static_cast<std::size_t>(n);
+    counts.insert(counts.end(), {large, large});
   }
   if (entry.kind == CollectiveKind::kBarrier) counts = {0};
   const auto& cases = reduces(entry.kind) ? reduction_cases() : movement_cases();
