@@ -7,7 +7,6 @@
 // messages go in segments whose levels overlap (segments.hpp). Each element is reduced in a
 // fixed order and results are copied out from the one rank that reduced them: identical bits on
 // every rank.
-#include <optional>
 
 #include "collectives/algorithms.hpp"
 #include "collectives/engine/group_engine.hpp"
@@ -66,24 +65,49 @@ std::vector<std::vector<int>> groups_at(const Hierarchy& h, int level,
   return groups;
 }
 
+// One group (all ranks on one host or island), or one rank in every group (a rank per host or
+// per island): nothing to reduce at this level, and no copy of the input to make for it.
+bool passes_through(const std::vector<std::vector<int>>& groups, const std::vector<int>& ranks) {
+  return groups.size() == 1 || groups.size() == ranks.size();
+}
+
+// Where a rank sits among a level's groups: its group, its position there, and the lanes (the
+// smallest group's size). A position below the lanes carries its shard one level down, with the
+// ranks at the same position of every group (lane_at).
+struct GroupPlace {
+  const std::vector<int>* group = nullptr;
+  std::size_t position = 0;
+  std::size_t lanes = 0;
+};
+GroupPlace place_among(const std::vector<std::vector<int>>& groups, int rank) {
+  GroupPlace place;
+  place.lanes = groups.front().size();
+  for (const auto& g : groups) {
+    place.lanes = std::min(place.lanes, g.size());
+    const auto it = std::find(g.begin(), g.end(), rank);
+    if (it != g.end()) {
+      place.group = &g;
+      place.position = static_cast<std::size_t>(it - g.begin());
+    }
+  }
+  return place;
+}
+std::vector<int> lane_at(const std::vector<std::vector<int>>& groups, std::size_t position) {
+  std::vector<int> lane;
+  for (const auto& g : groups) lane.push_back(g[position]);
+  return lane;
+}
+
 // Whether `rank` reaches the lanes' phase of a descent from `ranks`, as descend() takes it: at
-// every level where it reduces, its position in its group is below the smallest group's size.
-// The ranks past that work only inside their groups.
+// every level where it reduces, its position in its group is below the lanes. The ranks past
+// them work only inside their groups.
 bool reaches_lanes(const Hierarchy& h, std::vector<int> ranks, int rank) {
   for (int level = 0; level < kLevels && ranks.size() > 1; ++level) {
     const auto groups = groups_at(h, level, ranks);
-    if (groups.size() == 1 || groups.size() == ranks.size()) continue;
-    std::size_t lanes = ranks.size();
-    for (const auto& g : groups) lanes = std::min(lanes, g.size());
-    std::vector<int> lane;
-    for (const auto& g : groups) {
-      const auto it = std::find(g.begin(), g.end(), rank);
-      if (it == g.end()) continue;
-      const auto position = static_cast<std::size_t>(it - g.begin());
-      if (position >= lanes) return false;
-      for (const auto& other : groups) lane.push_back(other[position]);
-    }
-    ranks = std::move(lane);
+    if (passes_through(groups, ranks)) continue;
+    const GroupPlace place = place_among(groups, rank);
+    if (place.position >= place.lanes) return false;
+    ranks = lane_at(groups, place.position);
   }
   return true;
 }
@@ -136,24 +160,11 @@ void descend(const CollectiveContext& top, const Hierarchy& h, const CostModel& 
       return;
     }
   }
-  // One group (all ranks on one host or island), or one rank in every group (a rank per host or
-  // per island): nothing to reduce at this level, and no copy of the input to make for it.
-  if (groups.size() == 1 || groups.size() == ranks.size()) {
+  if (passes_through(groups, ranks)) {
     return descend(top, h, model, ranks, level + 1, in, out, count, dtype, op, first_phase, scratch,
                    turn);
   }
-  const int me = top.member(top.rank());
-  const std::vector<int>* mine = nullptr;
-  std::size_t position = 0;
-  std::size_t lanes = ranks.size();
-  for (const auto& g : groups) {
-    lanes = std::min(lanes, g.size());
-    const auto it = std::find(g.begin(), g.end(), me);
-    if (it != g.end()) {
-      mine = &g;
-      position = static_cast<std::size_t>(it - g.begin());
-    }
-  }
+  const auto [mine, position, lanes] = place_among(groups, top.member(top.rank()));
   // The group's blocks: shard k for positions k < lanes, nothing for the others.
   const BlockLayout shards(count, static_cast<int>(lanes), count);
   std::vector<BlockLayout::Range> blocks;
@@ -173,11 +184,9 @@ void descend(const CollectiveContext& top, const Hierarchy& h, const CostModel& 
         .reduce_scatter_blocks(scatter, in, out + own_start * es, layout, dtype, op, 0);
   });
   if (position < lanes) {
-    std::vector<int> lane;
-    for (const auto& g : groups) lane.push_back(g[position]);
     std::byte* shard = out + own_start * es;
-    descend(top, h, model, lane, level + 1, shard, shard, own_count, dtype, op, first_phase,
-            scratch, turn);
+    descend(top, h, model, lane_at(groups, position), level + 1, shard, shard, own_count, dtype, op,
+            first_phase, scratch, turn);
   }
   auto gather = view(*mine, scatter_phase + 1);
   turn.run(scatter_phase + 1,
@@ -204,33 +213,25 @@ void hierarchical_allreduce(CollectiveContext& ctx, const Hierarchy& h, const Co
   for (int r = 0; r < ctx.size(); ++r) everyone[static_cast<std::size_t>(r)] = r;
   const int segments = ctx.on_device() ? 1 : hierarchical_segments(h, model, count * es);
   const BlockLayout parts = weighted_blocks(count, hierarchical_segment_weights(segments));
-  std::optional<PhaseTimeline> timeline;
-  if (segments > 1 && logger().should_log(spdlog::level::debug)) {
-    timeline.emplace("hierarchical allreduce", kLanesPhase, phase_name);
-  }
-  PhaseTimeline* const timing = timeline ? &*timeline : nullptr;
   // The lanes' phase, two segments at once or more on long links (each ring step's turnaround,
   // then the latency): each lane sends 2(I-1)/I of its shard of a segment (I islands).
-  std::vector<int> widths(kPhasesPerDescent, 1);
   const double islands = static_cast<double>(h.islands.size());
   const double lane_bytes = static_cast<double>(count * es) / segments / h.summary.smallest_island *
                             2 * (islands - 1) / islands;
-  const int lane_window = hierarchical_lane_window(h, lane_bytes, segments);
-  widths[kLanesPhase] = lane_window;
-  // The islands work on the segment the lanes take next: no segment starts a phase before the
-  // one ahead of it has reached the lanes (PhaseLead), where this rank has a lane.
-  std::vector<PhaseLead> leads;
-  if (segments > 1 && reaches_lanes(h, everyone, ctx.member(ctx.rank()))) {
-    leads.assign(kPhasesPerDescent, PhaseLead{1, kLanesPhase});
-  }
-  run_segments(ctx, segments, kPhasesPerDescent, std::move(widths), std::move(leads), timing,
-               [&](int s, ScratchSpace* scratch, const SegmentTurn& turn) {
-                 const std::size_t at = parts.block_start(s);
-                 descend(ctx, h, model, everyone, 0, in + at * es, out + at * es,
-                         parts.block_size(s), dtype, op,
-                         kFirst + kPhasesPerDescent * static_cast<std::uint64_t>(s), scratch, turn);
-               });
-  if (timing != nullptr) timing->log(count * es, segments, lane_window);
+  SegmentPhases phases;
+  phases.phases = kPhasesPerDescent;
+  phases.lanes_phase = kLanesPhase;
+  phases.lane_window = hierarchical_lane_window(h, lane_bytes, segments);
+  phases.reaches_lanes = segments > 1 && reaches_lanes(h, everyone, ctx.member(ctx.rank()));
+  phases.what = "hierarchical allreduce";
+  phases.phase_name = phase_name;
+  phases.bytes = count * es;
+  run_hierarchical_segments(
+      ctx, segments, phases, [&](int s, ScratchSpace* scratch, const SegmentTurn& turn) {
+        const std::size_t at = parts.block_start(s);
+        descend(ctx, h, model, everyone, 0, in + at * es, out + at * es, parts.block_size(s), dtype,
+                op, kFirst + kPhasesPerDescent * static_cast<std::uint64_t>(s), scratch, turn);
+      });
 }
 
 }  // namespace holmes

@@ -6,7 +6,6 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
-#include <optional>
 #include <utility>
 #include <vector>
 
@@ -162,26 +161,20 @@ struct BlockPlan {
   void run(const CollectiveContext& ctx, const char* what, Body&& body) const {
     // The lanes' phase, several segments at once on long links: each lane sends (I-1)/I of its
     // part of a segment (I islands).
-    std::vector<int> widths(phases, 1);
     const double islands = static_cast<double>(h.islands.size());
     const double lane_bytes = static_cast<double>(h.size()) * static_cast<double>(count * es) /
                               segments / h.summary.smallest_island * (islands - 1) / islands;
-    const int lane_window = hierarchical_lane_window(h, lane_bytes, segments);
-    widths[kLanePhase] = lane_window;
-    std::optional<PhaseTimeline> timeline;
-    if (segments > 1 && logger().should_log(spdlog::level::debug)) {
-      timeline.emplace(what, kLanePhase, block_phase_name);
-    }
-    PhaseTimeline* const timing = timeline ? &*timeline : nullptr;
-    // The islands work on the segment the lanes take next: no segment starts a phase before the
-    // one ahead of it has reached the lanes (PhaseLead), where this rank has a lane.
-    std::vector<PhaseLead> leads;
-    if (h.islands.size() > 1 && place_of(h, ctx.rank()).position < h.summary.smallest_island) {
-      leads.assign(phases, PhaseLead{1, kLanePhase});
-    }
-    run_segments(
-        ctx, segments, phases, std::move(widths), std::move(leads), timing,
-        [&](int s, ScratchSpace* scratch, const SegmentTurn& turn) {
+    SegmentPhases turns;
+    turns.phases = phases;
+    turns.lanes_phase = kLanePhase;
+    turns.lane_window = hierarchical_lane_window(h, lane_bytes, segments);
+    turns.reaches_lanes =
+        h.islands.size() > 1 && place_of(h, ctx.rank()).position < h.summary.smallest_island;
+    turns.what = what;
+    turns.phase_name = block_phase_name;
+    turns.bytes = static_cast<std::size_t>(h.size()) * count * es;
+    run_hierarchical_segments(
+        ctx, segments, turns, [&](int s, ScratchSpace* scratch, const SegmentTurn& turn) {
           const std::size_t size = pieces.block_size(s);
           const std::size_t start = pieces.block_start(s);
           const IslandBlocks blocks =
@@ -190,9 +183,6 @@ struct BlockPlan {
           const SegmentViews view{ctx, kFirst + phases * static_cast<std::uint64_t>(s), scratch};
           body(view, blocks, at, start, turn);
         });
-    if (timing != nullptr) {
-      timing->log(static_cast<std::size_t>(h.size()) * count * es, segments, lane_window);
-    }
   }
 
   const Hierarchy& h;

@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <exception>
 #include <mutex>
+#include <optional>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -104,27 +105,26 @@ class PhaseTurns {
     std::unique_lock lock(mutex_);
     auto transfers = [&] { return progress_ != nullptr ? progress_->load() : 0; };
     const PhaseLead& lead = leads_[phase];
-    auto turn = [&] {
-      return aborted_ || (entered_[phase] == segment &&
-                          segment < left_below_[phase] + std::max(1, widths_[phase]) &&
-                          (lead.segments <= 0 || segment - lead.segments < entered_[lead.until]));
-    };
+    // The three conditions of a turn: the segments before it have entered the phase, few enough
+    // of them are still in it, and the lead's segment has reached its phase.
+    auto in_order = [&] { return entered_[phase] == segment; };
+    auto has_room = [&] { return segment < left_below_[phase] + std::max(1, widths_[phase]); };
+    auto led = [&] { return lead.segments <= 0 || segment - lead.segments < entered_[lead.until]; };
+    auto turn = [&] { return aborted_ || (in_order() && has_room() && led()); };
     for (auto seen = transfers();;) {
       if (cv_.wait_for(lock, timeout_, turn)) break;
       if (transfers() == seen) {
-        const bool in_order = entered_[phase] == segment;
-        const bool led = in_order && segment < left_below_[phase] + std::max(1, widths_[phase]);
+        // Who it waits for: a segment before it to enter, one in the phase to leave, or the
+        // lead's segment to enter its phase.
+        const bool for_lead = in_order() && has_room();
         fail(HM_ERR_TIMEOUT,
              "hierarchical collective: segment {} waited {} ms to enter phase {} for segment {} "
              "to {} phase {}, and no transfer completed meanwhile",
              segment, timeout_.count(), phase,
-             led        ? segment - lead.segments
-             : in_order ? left_below_[phase]
-                        : entered_[phase],
-             led        ? "enter"
-             : in_order ? "finish"
-                        : "enter",
-             led ? lead.until : phase);
+             for_lead     ? segment - lead.segments
+             : in_order() ? left_below_[phase]
+                          : entered_[phase],
+             in_order() && !for_lead ? "finish" : "enter", for_lead ? lead.until : phase);
       }
       seen = transfers();
     }
@@ -297,6 +297,39 @@ void run_segments(const CollectiveContext& ctx, int segments, std::size_t phases
   for (const auto& e : errors) {
     if (e) std::rethrow_exception(e);
   }
+}
+
+// The phases of a hierarchical collective's segments, as run_hierarchical_segments() runs them.
+struct SegmentPhases {
+  std::size_t phases = 0;         // per segment
+  std::uint64_t lanes_phase = 0;  // the one across islands
+  int lane_window = 1;            // segments in it at once (hierarchical_lane_window)
+  // Whether every segment of this rank takes the lanes' phase: then each of its phases waits for
+  // the segment ahead to reach the lanes (PhaseLead), so the islands work on the segment the
+  // slow tier needs next.
+  bool reaches_lanes = false;
+  const char* what = "";                          // the collective, in the debug timeline
+  PhaseTimeline::PhaseName phase_name = nullptr;  // its phases' names there
+  std::size_t bytes = 0;                          // the call's bytes, there
+};
+
+// run_segments() for a hierarchical collective: the lanes' width, the leads, and at
+// HOLMES_LOG_LEVEL=debug the timeline of a segmented call.
+template <typename Segment>
+void run_hierarchical_segments(const CollectiveContext& ctx, int segments, const SegmentPhases& p,
+                               Segment&& segment) {
+  std::vector<int> widths(p.phases, 1);
+  widths[p.lanes_phase] = p.lane_window;
+  std::vector<PhaseLead> leads;
+  if (p.reaches_lanes) leads.assign(p.phases, PhaseLead{1, p.lanes_phase});
+  std::optional<PhaseTimeline> timeline;
+  if (segments > 1 && logger().should_log(spdlog::level::debug)) {
+    timeline.emplace(p.what, p.lanes_phase, p.phase_name);
+  }
+  PhaseTimeline* const timing = timeline ? &*timeline : nullptr;
+  run_segments(ctx, segments, p.phases, std::move(widths), std::move(leads), timing,
+               std::forward<Segment>(segment));
+  if (timing != nullptr) timing->log(p.bytes, segments, p.lane_window);
 }
 
 // `count` elements cut into one block per weight, each in proportion to its weight (the same on
