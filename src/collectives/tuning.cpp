@@ -22,16 +22,40 @@ namespace {
 
 constexpr double kInfinity = std::numeric_limits<double>::infinity();
 
-// The worst latency and bandwidth among a set of links.
+// The worst latency, wire and cores among a set of links.
 struct Worst {
   double latency_us = 0;
   double gbytes_per_s = kInfinity;
+  double cpu_gbytes_per_s = kInfinity;
   void add(const LinkCost& link) {
     latency_us = std::max(latency_us, link.latency_us);
     gbytes_per_s = std::min(gbytes_per_s, link.gbytes_per_s);
+    cpu_gbytes_per_s = std::min(cpu_gbytes_per_s, link.cpu_gbytes_per_s);
   }
-  LinkCost cost() const { return {latency_us, std::isfinite(gbytes_per_s) ? gbytes_per_s : 1e9}; }
+  LinkCost cost() const {
+    return {latency_us, std::isfinite(gbytes_per_s) ? gbytes_per_s : 1e9, cpu_gbytes_per_s};
+  }
 };
+
+// `link` with `share` of its wire: ranks of one host that send off it over the same tier share
+// the host's uplink (the model has one per tier); each still has its own share of the cores.
+LinkCost wire_share(LinkCost link, double share) {
+  link.gbytes_per_s *= share;
+  return link;
+}
+
+// `link` where the ranks that want the cores are `relief` of those the hierarchy's numbers
+// assume (CostModel::ranks_per_core_of): the cores give each of them more.
+LinkCost relieved(LinkCost link, double relief) {
+  link.cpu_gbytes_per_s /= relief;
+  return link;
+}
+
+// `link` as far as the cores are concerned: what its transfers cost them (CostModel::crowded).
+LinkCost cores_only(LinkCost link) {
+  link.gbytes_per_s = kInfinity;
+  return link;
+}
 
 // The slowest link of a step in which each `from` rank sends to its `to` rank at once. Ranks of
 // one host that send off it over the same tier share the host's uplink (the model has one per
@@ -44,12 +68,11 @@ LinkCost step_link(const Hierarchy& h, const std::vector<std::pair<int, int>>& s
   }
   Worst worst;
   for (const auto& [from, to] : sends) {
-    LinkCost link = h.link(from, to);
     const Tier tier = h.tier(from, to);
-    if (tier != Tier::kSameHost) {
-      link.gbytes_per_s /= sharing[{h.host[static_cast<std::size_t>(from)], tier}];
-    }
-    worst.add(link);
+    worst.add(tier == Tier::kSameHost
+                  ? h.link(from, to)
+                  : wire_share(h.link(from, to),
+                               1.0 / sharing[{h.host[static_cast<std::size_t>(from)], tier}]));
   }
   return worst.cost();
 }
@@ -221,6 +244,21 @@ bool fits_board(const Hierarchy& h, double bytes) {
   return h.board_bytes > 0 && bytes <= static_cast<double>(h.board_bytes);
 }
 
+// A hierarchical collective cut in segments of relative sizes `weights`, whose islands take
+// `islands_us` and whose lanes take `lanes_us`, `lanes_cpu_us` of it the cores' (the rest waits
+// for a wire slower than them). Segments overlap the tiers: the slower one sets the pace, and
+// the cores' work of both adds up where ranks share them (CostModel::overlapped); of the
+// shorter tier's work, the first segment's way in and the last's way out show besides (each
+// half of the tier's work: in and out). One segment: one tier after the other.
+double overlapped_tiers(const CostModel& m, const std::vector<double>& weights, double islands_us,
+                        double lanes_us, double lanes_cpu_us) {
+  const double edge =
+      (weights.front() + weights.back()) / 2 / std::accumulate(weights.begin(), weights.end(), 0.0);
+  const double cores = m.overlapped(std::max(islands_us, lanes_cpu_us),
+                                    std::min(islands_us, lanes_cpu_us) * (1 - edge));
+  return std::max(cores, lanes_us) + std::min(islands_us, lanes_us) * edge;
+}
+
 // The hierarchical allgather, or with `reduces` the reduce-scatter (the same steps reversed,
 // reducing on the way; hierarchical/reduce_scatter.cpp), of `bytes` in all over the ranks of `h`.
 double hierarchical_blocks_us(const Hierarchy& h, const CostModel& m, double bytes, bool reduces) {
@@ -239,20 +277,24 @@ double hierarchical_blocks_us(const Hierarchy& h, const CostModel& m, double byt
   };
   const double inside = s.largest_island - 1.0;
   // Inside the islands: the allgather passes its own blocks around, then the other islands'
-  // parts; the reduce-scatter reduces every island's parts.
-  double t = reduces ? islands * ring(inside, part, s.intra)
-                     : ring(inside, block, s.intra) + (islands - 1) * ring(inside, part, s.intra);
-  if (s.islands > 1) {
-    // The lanes of a host share its uplink.
-    const LinkCost lane{h.other_island.latency_us, h.other_island.gbytes_per_s / s.min_per_host};
-    t += ring(islands - 1, part, lane);
-  }
+  // parts; the reduce-scatter reduces every island's parts, and its lanes hand the rest of their
+  // group their blocks.
+  const LinkCost& island = s.intra;
+  double islands_us =
+      reduces ? islands * ring(inside, part, island)
+              : ring(inside, block, island) + (islands - 1) * ring(inside, part, island);
   if (reduces && s.largest_island > lanes) {
-    // Lanes hand the rest of their group their blocks.
-    t += std::ceil(static_cast<double>(s.largest_island) / lanes - 1) *
-         (s.intra.latency_us + s.intra.transfer_us(block));
+    islands_us += std::ceil(static_cast<double>(s.largest_island) / lanes - 1) *
+                  (s.intra.latency_us + s.intra.transfer_us(block));
   }
-  return t;
+  if (s.islands < 2) return islands_us;
+  // The lanes of a host share its uplink. Segments of equal size (island_blocks.hpp; as many as
+  // the allreduce's where the tag has room for their phases, which two islands always have).
+  const LinkCost lane = wire_share(h.other_island, 1.0 / s.min_per_host);
+  const int segments = hierarchical_segments(h, m, bytes);
+  return overlapped_tiers(m, std::vector<double>(static_cast<std::size_t>(segments), 1.0),
+                          islands_us, ring(islands - 1, part, lane),
+                          ring(islands - 1, part, cores_only(lane)));
 }
 
 // The hierarchical alltoall (hierarchical/alltoall.cpp) of `bytes` per rank (a block per rank).
@@ -271,7 +313,7 @@ double hierarchical_alltoall_us(const Hierarchy& h, const CostModel& m, double b
   if (s.islands > 1) {
     // Across: a lane sends what its island has for the other islands' groups, one message per
     // island; the lanes of a host share its uplink.
-    const LinkCost lane{h.other_island.latency_us, h.other_island.gbytes_per_s / s.min_per_host};
+    const LinkCost lane = wire_share(h.other_island, 1.0 / s.min_per_host);
     t += (s.islands - 1) * (lane.latency_us + m.chunk_overhead_us) +
          lane.transfer_us(largest * elsewhere / lanes * block);
   }
@@ -428,13 +470,13 @@ double hierarchical_allreduce(const Hierarchy& h, const CostModel& m, double byt
     const double shard = data / shards;
     const double steps = group - 1.0;
     return 2 * steps * (link.latency_us + chunks_of(m, shard, chunk) * m.chunk_overhead_us) +
-           m.overlapped_at(2 * steps * link.transfer_us(shard) * relief,
+           m.overlapped_at(2 * steps * relieved(link, relief).transfer_us(shard),
                            steps * shard * reduce_us_per_byte * relief, crowd);
   };
   // Host level: every rank of a host with two or more; island level: M0 ranks of every host in
   // an island of two hosts or more, the M0 groups at once, each rank of a host sending over its
   // link to the island (as the lanes share the uplink across islands below).
-  const LinkCost island{h.same_island.latency_us, h.same_island.gbytes_per_s / s.min_per_host};
+  const LinkCost island = wire_share(h.same_island, 1.0 / s.min_per_host);
   const double intra =
       level_us(s.max_per_host, s.min_per_host, bytes, h.same_host, n) +
       level_us(s.max_hosts_per_island, s.min_hosts_per_island, bytes / s.min_per_host, island,
@@ -446,17 +488,13 @@ double hierarchical_allreduce(const Hierarchy& h, const CostModel& m, double byt
   CostModel lanes_model = m;
   lanes_model.ranks_per_core = crowd_of(lanes);
   const double relief = lanes_model.ranks_per_core / m.ranks_per_core;
-  const LinkCost lane{h.other_island.latency_us,
-                      h.other_island.gbytes_per_s / s.min_per_host / relief};
-  const double inter = std::min(ring_allreduce_us(lanes_model, s.islands, shard, lane, chunk),
-                                rd_allreduce_us(lanes_model, s.islands, shard, lane, chunk));
-  // Segments overlap the tiers: the slower one sets the pace; of the other, the first segment's
-  // way in and the last's way out show (each half of the tier's work: in and out).
-  const auto weights = hierarchical_segment_weights(segments);
-  const double edge =
-      (weights.front() + weights.back()) / 2 / std::accumulate(weights.begin(), weights.end(), 0.0);
-  return m.overlapped(std::max(intra, inter), std::min(intra, inter) * (1 - edge)) +
-         std::min(intra, inter) * edge;
+  const LinkCost lane = relieved(wire_share(h.other_island, 1.0 / s.min_per_host), relief);
+  const auto lanes_us = [&](const LinkCost& link) {
+    return std::min(ring_allreduce_us(lanes_model, s.islands, shard, link, chunk),
+                    rd_allreduce_us(lanes_model, s.islands, shard, link, chunk));
+  };
+  return overlapped_tiers(m, hierarchical_segment_weights(segments), intra, lanes_us(lane),
+                          lanes_us(cores_only(lane)));
 }
 
 double shared_memory_allreduce(const Hierarchy& h, const CostModel& m, double bytes) {

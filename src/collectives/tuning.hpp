@@ -16,6 +16,7 @@
 #include <algorithm>
 #include <array>
 #include <cstddef>
+#include <limits>
 #include <optional>
 #include <string>
 #include <vector>
@@ -39,9 +40,14 @@ inline constexpr std::size_t kCallerDriveMaxBytes = std::size_t{1} << 20;
 
 struct LinkCost {
   double latency_us = 0;
-  double gbytes_per_s = 1;
+  double gbytes_per_s = 1;  // the wire's (a tier's number; a share of it where ranks share one)
+  // What the cores give one rank for moving the link's bytes where ranks share them
+  // (CostModel::crowded); infinity: the wire alone sets the pace.
+  double cpu_gbytes_per_s = std::numeric_limits<double>::infinity();
+  // The pace the link's bytes move at: the slower of the wire and the cores.
+  double rate() const { return std::min(gbytes_per_s, cpu_gbytes_per_s); }
   // Microseconds to move `bytes` over the link once its latency is paid.
-  double transfer_us(double bytes) const { return bytes / (gbytes_per_s * 1e3); }
+  double transfer_us(double bytes) const { return bytes / (rate() * 1e3); }
 };
 
 // The tiers of links, by where the two ranks sit.
@@ -93,11 +99,23 @@ struct CostModel {
   unsigned set_by_setting = 0;
   bool probe = false;  // HOLMES_COST_PROBE=1: measure the tiers at init
   // Ranks per core on the most crowded machine (ranks_per_core(), topology/locality.hpp): above
-  // 1, every byte a rank moves or reduces waits for a core, so the bandwidths of the links and
-  // of the reduction divide by it (the links in make_hierarchy, the reduction here). Latencies
-  // stay: they are the wire's and the wake-ups'.
+  // 1, every byte a rank moves or reduces waits for a core, so the reduction's bandwidth divides
+  // by it (here) and so does what the cores give each link (crowded(), applied to the tiers in
+  // CommunicatorImpl::make_hierarchy). Latencies stay: they are the wire's and the wake-ups'.
   double ranks_per_core = 1;
   double effective_reduce_gbytes_per_s() const { return reduce_gbytes_per_s / ranks_per_core; }
+  // `link` as a rank sees it where ranks share cores. The cores move a link's bytes (copies
+  // through shared memory or the kernel's tcp) at the link's own rate or at the host tcp tier's,
+  // the faster: what one rank on a core of its own moves through the kernel. That, shared by the
+  // ranks of a core, caps the link. A wire slower than the cap (a NIC shaped to 1 Gbit/s beside
+  // 8 ranks on 2 cores) keeps its rate: measured on the two-islands emulation, dividing such a
+  // wire by the crowd predicted 2-4.4x the time (BENCHMARKS.md, "Two emulated islands").
+  LinkCost crowded(LinkCost link) const {
+    if (ranks_per_core > 1) {
+      link.cpu_gbytes_per_s = std::max(link.gbytes_per_s, host_tcp.gbytes_per_s) / ranks_per_core;
+    }
+    return link;
+  }
   // Two pieces of work a rank's algorithm overlaps (transfers with reductions, one tier with
   // another): the longer sets the pace while each has cores to itself; where ranks share cores
   // (2 or more per core), both want the same cores and the times add up.

@@ -75,11 +75,8 @@ Hierarchy CommunicatorImpl::make_hierarchy() const {
     hosts.push_back(l.host);
     islands.push_back(l.island);
   }
-  // Ranks that share cores share their pace (CostModel::ranks_per_core).
-  const auto shared = [this](LinkCost link) {
-    link.gbytes_per_s /= cost_model_.ranks_per_core;
-    return link;
-  };
+  // Ranks that share cores share their pace (CostModel::crowded).
+  const auto shared = [this](const LinkCost& link) { return cost_model_.crowded(link); };
   const TierLinks tiers = tier_links();
   Hierarchy h =
       holmes::make_hierarchy(hosts, islands, shared(tiers[Tier::kSameHost]),

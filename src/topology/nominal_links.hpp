@@ -43,7 +43,8 @@ struct TierFigures {
 inline constexpr TierFigures kShmTier{10, 4.0};  // same host, shared memory: a CPU copy
 // Same host over loopback tcp (forced). Measured here: an 8-byte rd allreduce on 4 ranks (two
 // rounds) took 59-93 us, median 63, in five compare-local runs (BENCHMARKS.md, 2026-12-02):
-// about 25 us per message plus the chunk.
+// about 25 us per message plus the chunk. Its rate also stands for what one rank on a core of its
+// own moves through the kernel's tcp, where ranks share cores (CostModel::crowded).
 inline constexpr TierFigures kHostTcpTier{25, 1.0};
 inline constexpr TierFigures kIslandRdmaTier{5, 12.0};     // one RDMA island: ~100 Gbit/s
 inline constexpr TierFigures kIslandTcpTier{50, 1.25};     // one island over tcp: ~10 Gbit/s

@@ -176,6 +176,37 @@ TEST(CostModel, WaitingRanksFreeSharedCoresOnlyInCallsTooLargeToDrive) {
   EXPECT_EQ(spread.ranks_per_core_of(1, 6, 4.0 * kCallerDriveMaxBytes), 1);
 }
 
+TEST(CostModel, SharedCoresCapALinkButDoNotSlowAWireSlowerThanTheirShare) {
+  CostModel m;
+  m.ranks_per_core = 4;  // 8 ranks on 2 cores
+  // Shared memory is a CPU copy: a quarter of its rate.
+  EXPECT_DOUBLE_EQ(m.crowded(m.shm).rate(), m.shm.gbytes_per_s / 4);
+  // A 1 Gbit/s uplink: the cores give each rank a quarter of what one core moves through tcp
+  // (the host tcp tier's rate), more than the wire carries.
+  const LinkCost uplink = m.crowded({100, 0.125});
+  EXPECT_DOUBLE_EQ(uplink.rate(), 0.125);
+  EXPECT_DOUBLE_EQ(uplink.cpu_gbytes_per_s, m.host_tcp.gbytes_per_s / 4);
+  EXPECT_EQ(uplink.latency_us, 100);
+  CostModel spread;  // a core per rank: the link as it is
+  EXPECT_EQ(spread.crowded(m.shm).rate(), m.shm.gbytes_per_s);
+
+  // The two-islands emulation (bench/emulate/two-islands.sh, 2 ranks per host): 64 MiB over 8
+  // lanes, two per 1 Gbit/s uplink. The wire sets the bound; the islands' work, all of it on the
+  // shared cores, fits beside it. Dividing the wire by the crowd as well predicted 4x the bound.
+  const Hierarchy h = make_hierarchy({"a", "a", "b", "b", "c", "c", "d", "d"},
+                                     {"X", "X", "X", "X", "Y", "Y", "Y", "Y"}, m.crowded(m.shm),
+                                     m.crowded(m.island_tcp), uplink);
+  const double bytes = 64.0 * (1 << 20);
+  const double bound = bytes / 2 / 4 / (0.125 / 2 * 1e3);  // half of every lane's part crosses
+  for (const auto kind : {CollectiveKind::kAllgather, CollectiveKind::kAllreduce}) {
+    const double bound_of_kind = kind == CollectiveKind::kAllreduce ? 2 * bound : bound;
+    const auto choice = choose(h, m, kind, bytes);
+    EXPECT_EQ(choice.algorithm, Algorithm::kHierarchical) << collective_name(kind);
+    EXPECT_GE(choice.microseconds, bound_of_kind) << collective_name(kind);
+    EXPECT_LT(choice.microseconds, 1.6 * bound_of_kind) << collective_name(kind);
+  }
+}
+
 TEST(CostModel, ASlowLinkBetweenIslandsMakesHierarchicalAllgatherAndReduceScatterWin) {
   CostModel m;
   m.inter_island = {100, 0.125};  // 1 Gbit/s between islands
