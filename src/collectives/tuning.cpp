@@ -143,6 +143,19 @@ Hierarchy::Summary summarize(const Hierarchy& h) {
   Worst any = intra;
   if (s.islands > 1) any.add(h.other_island);
   s.any = any.cost();
+  Worst island_ring;
+  double cpu_us_per_byte = 0;  // summed over the links
+  int links = 0;
+  for (const auto& island : h.islands) {
+    const std::size_t size = island.size();
+    for (std::size_t i = 0; i < size && size > 1; ++i, ++links) {
+      const LinkCost& link = h.link(island[i], island[(i + 1) % size]);
+      island_ring.add(link);
+      cpu_us_per_byte += 1.0 / link.cpu_gbytes_per_s;
+    }
+  }
+  s.island_ring = island_ring.cost();
+  if (links > 0) s.island_ring.cpu_gbytes_per_s = links / cpu_us_per_byte;
   return s;
 }
 
@@ -279,7 +292,7 @@ double hierarchical_blocks_us(const Hierarchy& h, const CostModel& m, double byt
   // Inside the islands: the allgather passes its own blocks around, then the other islands'
   // parts; the reduce-scatter reduces every island's parts, and its lanes hand the rest of their
   // group their blocks.
-  const LinkCost& island = s.intra;
+  const LinkCost& island = s.island_ring;
   double islands_us =
       reduces ? islands * ring(inside, part, island)
               : ring(inside, block, island) + (islands - 1) * ring(inside, part, island);

@@ -177,6 +177,11 @@ struct Hierarchy {
     LinkCost ring;            // worst link of the ring order
     LinkCost any;             // worst link between any two ranks
     LinkCost intra;           // worst link inside an island
+    // The rings inside the islands (each island's ranks in order, hosts together): their worst
+    // latency and wire, and the cores' mean over their links. Where ranks share cores a ring
+    // step takes the work of all its transfers on them, the cheap same-host copies beside the
+    // dearer ones, not the slowest link's time for each.
+    LinkCost island_ring;
     RecursiveLinks recursive;
     // Group sizes of the hierarchical allreduce's levels.
     int min_per_host = 1;

@@ -207,6 +207,36 @@ TEST(CostModel, SharedCoresCapALinkButDoNotSlowAWireSlowerThanTheirShare) {
   }
 }
 
+TEST(CostModel, AnIslandsRingOnSharedCoresCostsTheMeanOfItsLinks) {
+  CostModel m;
+  // Islands of two hosts with two ranks each: each ring has two shared-memory links and two
+  // between the hosts.
+  const auto ring_of = [](const CostModel& model) {
+    return cluster(2, 2, 2, model).summary.island_ring;
+  };
+  const LinkCost spread = ring_of(m);  // a core per rank: the slowest link paces every step
+  EXPECT_EQ(spread.rate(), std::min(m.shm.gbytes_per_s, m.island_rdma.gbytes_per_s));
+  EXPECT_EQ(spread.latency_us, std::max(m.shm.latency_us, m.island_rdma.latency_us));
+  m.ranks_per_core = 4;
+  const auto crowded_hierarchy = [&] {
+    std::vector<std::string> hosts;
+    std::vector<std::string> islands;
+    for (int r = 0; r < 8; ++r) {
+      hosts.push_back("h" + std::to_string(r / 2));
+      islands.push_back(r < 4 ? "X" : "Y");
+    }
+    return make_hierarchy(hosts, islands, m.crowded(m.shm), m.crowded(m.island_tcp),
+                          m.crowded(m.inter_island));
+  };
+  const LinkCost crowded = crowded_hierarchy().summary.island_ring;
+  // The cores do every transfer of a step: per byte, the mean of the links' costs.
+  const double shm = m.crowded(m.shm).cpu_gbytes_per_s;
+  const double tcp = m.crowded(m.island_tcp).cpu_gbytes_per_s;
+  EXPECT_DOUBLE_EQ(crowded.cpu_gbytes_per_s, 2 / (1 / shm + 1 / tcp));
+  EXPECT_GT(crowded.rate(), tcp);
+  EXPECT_EQ(crowded.gbytes_per_s, m.island_tcp.gbytes_per_s);  // the wire: still the slowest
+}
+
 TEST(CostModel, ASlowLinkBetweenIslandsMakesHierarchicalAllgatherAndReduceScatterWin) {
   CostModel m;
   m.inter_island = {100, 0.125};  // 1 Gbit/s between islands
