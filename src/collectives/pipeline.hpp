@@ -67,6 +67,8 @@ class BlockLayout {
   std::size_t block_size(int k) const { return blocks_[static_cast<std::size_t>(k)].count; }
   // Chunks per block (the same for every block; trailing chunks of a short block are empty).
   std::size_t chunks() const { return chunks_; }
+  // Elements per chunk.
+  std::size_t chunk_elems() const { return chunk_elems_; }
 
   Range chunk(int block, std::size_t c) const {
     const std::size_t size = block_size(block);

@@ -8,6 +8,7 @@
 #include "collectives/context.hpp"
 #include "collectives/engine/ipc_engine.hpp"
 #include "collectives/engine/nccl_engine.hpp"
+#include "collectives/engine/two_level_engine.hpp"
 #include "core/log.hpp"
 #include "core/status.hpp"
 
@@ -42,6 +43,8 @@ const char* engine_kind_name(EngineKind kind) {
       return "ipc";
     case EngineKind::kNccl:
       return "nccl";
+    case EngineKind::kTwoLevel:
+      return "two-level";
   }
   return "?";
 }
@@ -54,6 +57,12 @@ EngineChoice choose_group_engine(const EngineFacts& f) {
   if (f.setting == "ring") return {EngineKind::kRing, "HOLMES_GROUP_ENGINE=ring"};
   if (f.setting == "blockwise") return {EngineKind::kBlockwise, "HOLMES_GROUP_ENGINE=blockwise"};
   if (!f.device_buffers) {
+    if (f.level == GroupLevel::kIsland && f.ranks_per_host >= 2) {
+      return {EngineKind::kTwoLevel,
+              fmt::format("host buffers {}, {} ranks on each host: every block across hosts once, "
+                          "between the ranks at its place, then inside each host",
+                          where, f.ranks_per_host)};
+    }
     return {EngineKind::kRing, fmt::format("host buffers {}: Holmes's ring", where)};
   }
   if (f.setting == "ipc") {
@@ -110,6 +119,20 @@ GroupLevel CommunicatorEngines::level_of(const std::vector<int>& members, GroupL
            host(m) == host(members.front());
   });
   return one_host ? GroupLevel::kHost : level;
+}
+
+int CommunicatorEngines::ranks_per_host(const std::vector<int>& members) const {
+  // Hosts by their names' first appearance among the members.
+  std::vector<std::string> names;
+  std::vector<int> host_of;
+  for (int m : members) {
+    if (m < 0 || static_cast<std::size_t>(m) >= localities_.size()) return 0;
+    const std::string& name = localities_[static_cast<std::size_t>(m)].host;
+    const auto it = std::find(names.begin(), names.end(), name);
+    host_of.push_back(static_cast<int>(it - names.begin()));
+    if (it == names.end()) names.push_back(name);
+  }
+  return two_level_ranks_per_host(host_of);
 }
 
 EngineFacts CommunicatorEngines::facts(bool device_buffers, GroupLevel level,
@@ -200,6 +223,7 @@ GroupEngine& CommunicatorEngines::for_group(const CollectiveContext& group, Grou
   level = level_of(key.second, level);
   key.first = static_cast<int>(level);
   EngineFacts f = facts(group.on_device(), level, group.member(0));
+  if (level == GroupLevel::kIsland) f.ranks_per_host = ranks_per_host(key.second);
   std::lock_guard lock(mutex_);
   // (A group of one has nothing to share: the ring copies its block in place.)
   const bool ipc_candidate = f.device_buffers && level == GroupLevel::kHost &&
@@ -241,6 +265,11 @@ GroupEngine& CommunicatorEngines::for_group(const CollectiveContext& group, Grou
       const auto it = ipc_.find(key);
       // A group of one (no windows made): the ring, which copies its block in place.
       return it != ipc_.end() && it->second.engine ? *it->second.engine : ring_engine();
+    }
+    case EngineKind::kTwoLevel: {
+      auto& engine = two_level_[f.ranks_per_host];
+      if (!engine) engine = make_two_level_engine(f.ranks_per_host);
+      return *engine;
     }
     case EngineKind::kNccl:
       break;

@@ -4,10 +4,10 @@
 //
 // The choice (choose_group_engine) reads only what every member of a group agrees on: the
 // setting HOLMES_GROUP_ENGINE (an agreed setting), the group's level (a group whose members share
-// a host is a host's, whatever the collective calls it) and fabric, whether the buffers are on a
-// device, and, told to each other through the job's store on the group's first call on device
-// buffers, whether every member maps every other's device memory (ipc) and whether NCCL runs for
-// every member. A member that cannot takes the whole group to the next engine rather than
+// a host is a host's, whatever the collective calls it), fabric and hosts, whether the buffers
+// are on a device, and, told to each other through the job's store on the group's first call on
+// device buffers, whether every member maps every other's device memory (ipc) and whether NCCL runs
+// for every member. A member that cannot takes the whole group to the next engine rather than
 // hanging it. As with NCCL itself, every member of a group must pass device buffers.
 #pragma once
 
@@ -25,7 +25,7 @@
 
 namespace holmes::detail {
 
-enum class EngineKind { kRing, kBlockwise, kIpc, kNccl };
+enum class EngineKind { kRing, kBlockwise, kIpc, kNccl, kTwoLevel };
 const char* engine_kind_name(EngineKind kind);
 
 struct EngineChoice {
@@ -38,6 +38,9 @@ struct EngineFacts {
   bool device_buffers = false;
   GroupLevel level = GroupLevel::kHost;  // kHost: every member on one host
   std::string fabric;                    // the island's fabric (ib, roce, ethernet)
+  // An island's group whose positions lie host after host, this many (>= 2) on each of 2 or more
+  // hosts (two_level_ranks_per_host); 0 otherwise.
+  int ranks_per_host = 0;
   bool ipc_usable = false;  // every member maps every other's device memory (a host's group)
   std::string ipc_why_not;  // when not usable
   bool nccl_usable = false;
@@ -95,6 +98,8 @@ class CommunicatorEngines final : public GroupEngines {
   // kHost for a group whose members all share a host.
   GroupLevel level_of(const std::vector<int>& members, GroupLevel level) const;
   EngineFacts facts(bool device_buffers, GroupLevel level, int some_member) const;
+  // EngineFacts::ranks_per_host of a group of `members` (communicator ranks).
+  int ranks_per_host(const std::vector<int>& members) const;
   IpcGroup set_up_ipc(const CollectiveContext& group, const std::vector<int>& members) const;
 
   EngineOptions options_;
@@ -104,6 +109,7 @@ class CommunicatorEngines final : public GroupEngines {
   std::map<GroupKey, IpcGroup> ipc_;
   std::map<GroupKey, std::string> group_why_not_nccl_;  // the groups' agreements, once each
   std::map<GroupKey, std::unique_ptr<GroupEngine>> nccl_;
+  std::map<int, std::unique_ptr<GroupEngine>> two_level_;  // by ranks per host
 };
 
 }  // namespace holmes::detail

@@ -178,10 +178,12 @@ constexpr SettingSpec kTable[] = {
           "`allreduce=hier,broadcast=tree`; `auto`: the cost model picks"),
     choice(S::kGroupEngine, "HOLMES_GROUP_ENGINE", Scope::kAgreed, "collectives", "auto",
            kGroupEngines,
-           "what carries device buffers inside each host and island (a hierarchical "
-           "collective's groups, or a whole one-island communicator): `auto` (`ipc` inside a "
-           "host where every member maps the others' memory, else NCCL where Holmes has NCCL "
-           "and a GPU, else `ring`), `ring` (Holmes's own, staged through pinned memory), "
+           "what carries the phases inside each host and island (a hierarchical "
+           "collective's groups, or a whole one-island communicator): `auto` (device buffers: "
+           "`ipc` inside a host where every member maps the others' memory, else NCCL where "
+           "Holmes has NCCL and a GPU, else `ring`; host buffers: the `two-level` engine in an "
+           "island of hosts with the same number of ranks each, else `ring`), `ring` (Holmes's "
+           "own, device buffers staged through pinned memory), "
            "`blockwise` (each block reduced to its owner and broadcast from it, NCCL's "
            "decomposition over Holmes's transports; host buffers too), `ipc` (inside a host, "
            "device to device through CUDA IPC; HM_ERR_UNSUPPORTED where the members cannot map "

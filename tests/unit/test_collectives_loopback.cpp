@@ -13,10 +13,14 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstddef>
 #include <cstring>
 #include <exception>
+#include <map>
+#include <memory>
+#include <mutex>
 #include <ostream>
 #include <string>
 #include <thread>
@@ -24,6 +28,7 @@
 
 #include "collectives/context.hpp"
 #include "collectives/engine/group_engine.hpp"
+#include "collectives/engine/two_level_engine.hpp"
 #include "collectives/registry.hpp"
 #include "collectives/tuning.hpp"
 #include "core/dtype.hpp"
@@ -41,7 +46,13 @@ constexpr std::size_t kChunkBytes = 4096;  // small, so that modest counts take 
 constexpr std::chrono::milliseconds kTimeout{20000};
 
 // Where the ranks sit.
-enum class Layout { kOneHost, kInterleavedIslands, kGroupedIslandsOfHosts };
+enum class Layout {
+  kOneHost,
+  kInterleavedIslands,
+  kGroupedIslandsOfHosts,
+  kIslandsOfThreeRankHosts,
+  kOneIslandOfTwoRankHosts
+};
 
 const char* layout_name(Layout layout) {
   switch (layout) {
@@ -51,6 +62,10 @@ const char* layout_name(Layout layout) {
       return "two islands, interleaved";
     case Layout::kGroupedIslandsOfHosts:
       return "two islands of two-rank hosts, grouped";
+    case Layout::kIslandsOfThreeRankHosts:
+      return "two islands of three-rank hosts, grouped";
+    case Layout::kOneIslandOfTwoRankHosts:
+      return "one island of two-rank hosts";
   }
   return "?";
 }
@@ -71,6 +86,14 @@ Hierarchy hierarchy_for(Layout layout, int n) {
       case Layout::kGroupedIslandsOfHosts:
         hosts.push_back("h" + std::to_string(r / 2));
         islands.push_back(r < (n + 1) / 2 ? "a" : "b");
+        break;
+      case Layout::kIslandsOfThreeRankHosts:
+        hosts.push_back("h" + std::to_string(r / 3));
+        islands.push_back(r < (n + 1) / 2 ? "a" : "b");
+        break;
+      case Layout::kOneIslandOfTwoRankHosts:
+        hosts.push_back("h" + std::to_string(r / 2));
+        islands.push_back("a");
         break;
     }
   }
@@ -519,6 +542,116 @@ std::vector<Param> engine_params() {
 
 INSTANTIATE_TEST_SUITE_P(Hierarchical, BlockwiseGroupEngine, ::testing::ValuesIn(engine_params()),
                          param_name);
+
+// The hierarchical collectives with the two-level engine in every island whose hosts hold
+// several ranks (as the communicator picks it for host buffers): every block across hosts once,
+// between the ranks at its place, then inside each host. Islands of 2 hosts x 2 ranks (8 ranks),
+// 3 x 2 (12) and 2 x 3 (12), and one island of 3 x 2 (6), every count (a segmented call included),
+// dtype and op.
+class TwoLevelWhereHostsHoldSeveral final : public GroupEngines {
+ public:
+  explicit TwoLevelWhereHostsHoldSeveral(Hierarchy h) : h_(std::move(h)) {}
+  GroupEngine& for_group(const CollectiveContext& group, GroupLevel level) override {
+    std::vector<int> host_of;
+    for (int p = 0; p < group.size(); ++p) {
+      host_of.push_back(h_.host[static_cast<std::size_t>(group.member(p))]);
+    }
+    const int per_host = two_level_ranks_per_host(host_of);
+    if (level != GroupLevel::kIsland || per_host == 0) return ring_engine();
+    ++two_level_calls;
+    std::lock_guard lock(mutex_);  // every rank's thread asks
+    auto& engine = engines_[per_host];
+    if (!engine) engine = make_two_level_engine(per_host);
+    return *engine;
+  }
+  std::atomic<int> two_level_calls{0};
+
+ private:
+  Hierarchy h_;
+  std::mutex mutex_;
+  std::map<int, std::unique_ptr<GroupEngine>> engines_;
+};
+
+struct TwoLevelParam {
+  std::size_t entry;
+  int ranks;
+  Layout layout;
+};
+
+class TwoLevelGroupEngine : public ::testing::TestWithParam<TwoLevelParam> {};
+
+TEST_P(TwoLevelGroupEngine, EveryRankHoldsTheReferenceResult) {
+  const auto& entry = algorithm_entries()[GetParam().entry];
+  const int n = GetParam().ranks;
+  const Layout layout = GetParam().layout;
+  TwoLevelWhereHostsHoldSeveral engines(hierarchy_for(layout, n));
+  std::vector<std::size_t> counts = {0, 1, 7, 1000, 5000};
+  counts.push_back((std::size_t{9} << 20) / 2 / 4 / static_cast<std::size_t>(n));
+  for (std::size_t k = 0; k < counts.size(); ++k) {
+    const std::size_t count = counts[k];
+    for (const Case& c : reduces(entry.kind) ? reduction_cases() : movement_cases()) {
+      if (count > 100000 && c.dtype != HM_FLOAT32) continue;
+      const bool in_place = k % 2 == 1;
+      const bool combining = k % 3 != 2;
+      const std::string what =
+          fmt::format("{} hier, two-level engine, on {} ranks ({}), count {}, {} {}{}{}",
+                      collective_name(entry.kind), n, layout_name(layout), count,
+                      dtype_name(c.dtype), static_cast<int>(c.op), in_place ? ", in place" : "",
+                      combining ? "" : ", combining receives refused");
+      run_and_check(entry, n, layout, count, c, 0, in_place, combining, what, &engines);
+      if (HasFailure()) return;
+    }
+  }
+  // The islands' phases ran on it (not the ring for want of the shape).
+  EXPECT_GT(engines.two_level_calls.load(), 0);
+}
+
+std::vector<TwoLevelParam> two_level_params() {
+  std::vector<TwoLevelParam> out;
+  const auto entries = algorithm_entries();
+  for (std::size_t e = 0; e < entries.size(); ++e) {
+    const auto& entry = entries[e];
+    if (entry.algorithm != Algorithm::kHierarchical) continue;
+    if (entry.kind != CollectiveKind::kReduceScatter && entry.kind != CollectiveKind::kAllgather) {
+      continue;
+    }
+    out.push_back({e, 8, Layout::kGroupedIslandsOfHosts});
+    out.push_back({e, 12, Layout::kGroupedIslandsOfHosts});
+    out.push_back({e, 12, Layout::kIslandsOfThreeRankHosts});
+    out.push_back({e, 6, Layout::kOneIslandOfTwoRankHosts});  // the average divides here
+  }
+  return out;
+}
+
+std::string two_level_name(const ::testing::TestParamInfo<TwoLevelParam>& info) {
+  const auto& entry = algorithm_entries()[info.param.entry];
+  const Layout layout = info.param.layout;
+  return fmt::format("{}_{}ranks_{}perhost{}", collective_name(entry.kind), info.param.ranks,
+                     layout == Layout::kIslandsOfThreeRankHosts ? 3 : 2,
+                     layout == Layout::kOneIslandOfTwoRankHosts ? "_oneisland" : "");
+}
+
+INSTANTIATE_TEST_SUITE_P(Hierarchical, TwoLevelGroupEngine, ::testing::ValuesIn(two_level_params()),
+                         two_level_name);
+
+// A group is the engine's shape only host after host, the same number of ranks (two or more) on
+// each of two hosts or more.
+TEST(TwoLevelGroupEngine, TakesGroupsHostAfterHostWithSeveralRanksOnEach) {
+  EXPECT_EQ(two_level_ranks_per_host(std::vector<int>{0, 0, 1, 1}), 2);
+  EXPECT_EQ(two_level_ranks_per_host(std::vector<int>{4, 4, 4, 9, 9, 9}), 3);
+  EXPECT_EQ(two_level_ranks_per_host(std::vector<int>{0, 0, 1, 1, 2, 2}), 2);
+  EXPECT_EQ(two_level_ranks_per_host(std::vector<int>{0, 1, 2, 3}), 0);        // one rank each
+  EXPECT_EQ(two_level_ranks_per_host(std::vector<int>{0, 0, 0, 0}), 0);        // one host
+  EXPECT_EQ(two_level_ranks_per_host(std::vector<int>{0, 0, 1, 1, 1}), 0);     // uneven
+  EXPECT_EQ(two_level_ranks_per_host(std::vector<int>{0, 0, 1, 1, 0, 0}), 0);  // host twice
+  EXPECT_EQ(two_level_ranks_per_host(std::vector<int>{0, 1, 0, 1}), 0);        // interleaved
+  EXPECT_EQ(two_level_ranks_per_host(std::vector<int>{}), 0);
+  std::vector<int> many;
+  for (int h = 0; h <= kTwoLevelMaxHosts; ++h) many.insert(many.end(), {h, h});
+  EXPECT_EQ(two_level_ranks_per_host(many), 0);  // more hosts than the steps allow
+  many.resize(many.size() - 2);
+  EXPECT_EQ(two_level_ranks_per_host(many), 2);
+}
 
 // The loopback transport itself checks what a wire would: a receive whose sender's signature
 // differs ends with HM_ERR_MISMATCH, as the matcher of the real transports does.

@@ -40,6 +40,26 @@ TEST(GroupEngineChoice, HostBuffersRunOnHolmesRing) {
   }
 }
 
+TEST(GroupEngineChoice, HostBuffersInAnIslandOfSeveralRanksPerHostCrossHostsOnce) {
+  auto f = facts("auto", false, GroupLevel::kIsland, "ethernet", false);
+  f.ranks_per_host = 2;
+  const auto c = choose_group_engine(f);
+  EXPECT_EQ(c.kind, EngineKind::kTwoLevel);
+  EXPECT_NE(c.reason.find("2 ranks on each host"), std::string::npos) << c.reason;
+  EXPECT_NE(c.reason.find("ethernet"), std::string::npos) << c.reason;
+  EXPECT_STREQ(engine_kind_name(c.kind), "two-level");
+  // The setting still forces the ring (or blockwise) there; device buffers keep their engines.
+  f.setting = "ring";
+  EXPECT_EQ(choose_group_engine(f).kind, EngineKind::kRing);
+  f.setting = "blockwise";
+  EXPECT_EQ(choose_group_engine(f).kind, EngineKind::kBlockwise);
+  f.setting = "auto";
+  f.device_buffers = true;
+  EXPECT_EQ(choose_group_engine(f).kind, EngineKind::kRing);
+  f.nccl_usable = true;
+  EXPECT_EQ(choose_group_engine(f).kind, EngineKind::kNccl);
+}
+
 TEST(GroupEngineChoice, DeviceBuffersTakeNcclWhereItRuns) {
   for (const char* fabric : {"ib", "roce", "ethernet"}) {
     const auto c = choose_group_engine(facts("auto", true, GroupLevel::kIsland, fabric, true));

@@ -9,6 +9,9 @@
 //              NCCL engine uses is exercised (and tested) on machines without a GPU.
 //   nccl       the same decomposition on NCCL communicators Holmes creates per group, for device
 //              buffers (builds with NCCL).
+//   ipc        inside a host, device buffers read from each other's windows (ipc_engine.hpp).
+//   two-level  an island whose hosts hold several ranks each, host buffers: across hosts between
+//              the ranks at one place, then inside each host (two_level_engine.hpp).
 //
 // The communicator picks one per group (communicator/group_engines.hpp) and says which in its
 // per-peer report (hm_comm_peer_engine).
