@@ -223,7 +223,10 @@ GroupEngine& CommunicatorEngines::for_group(const CollectiveContext& group, Grou
   level = level_of(key.second, level);
   key.first = static_cast<int>(level);
   EngineFacts f = facts(group.on_device(), level, group.member(0));
-  if (level == GroupLevel::kIsland) f.ranks_per_host = ranks_per_host(key.second);
+  // Only host buffers' choice reads it.
+  if (level == GroupLevel::kIsland && !f.device_buffers) {
+    f.ranks_per_host = ranks_per_host(key.second);
+  }
   std::lock_guard lock(mutex_);
   // (A group of one has nothing to share: the ring copies its block in place.)
   const bool ipc_candidate = f.device_buffers && level == GroupLevel::kHost &&

@@ -51,22 +51,20 @@ struct TwoLevelPlace {
     for (int h = 0; h < hosts; ++h) out.push_back(position(h, place));
     return out;
   }
-  // The ranks of this rank's host.
-  std::vector<int> mates() const {
+  // The ranks of host `h`, by place.
+  std::vector<int> on_host(int h) const {
     std::vector<int> out;
-    for (int l = 0; l < per_host; ++l) out.push_back(position(host, l));
+    for (int l = 0; l < per_host; ++l) out.push_back(position(h, l));
     return out;
   }
-  // `layout`'s blocks of this rank's counterparts, where they lie.
-  BlockLayout across(const BlockLayout& layout) const {
+  // `layout`'s blocks of `positions`, where they lie, in that order.
+  static BlockLayout blocks_of(const BlockLayout& layout, const std::vector<int>& positions) {
     std::vector<BlockLayout::Range> blocks;
-    for (int h = 0; h < hosts; ++h) {
-      const int p = position(h, place);
-      blocks.push_back({layout.block_start(p), layout.block_size(p)});
-    }
+    for (int p : positions) blocks.push_back({layout.block_start(p), layout.block_size(p)});
     return BlockLayout(std::move(blocks), layout.chunk_elems());
   }
-  // The same blocks packed one after the other (what this rank sums over its host).
+  // `layout`'s blocks at this rank's place on every host, packed one after the other (what
+  // this rank sums over its host).
   BlockLayout column(const BlockLayout& layout) const {
     std::vector<BlockLayout::Range> blocks;
     std::size_t at = 0;
@@ -77,18 +75,9 @@ struct TwoLevelPlace {
     }
     return BlockLayout(std::move(blocks), layout.chunk_elems());
   }
-  // `layout`'s blocks of host `h`'s ranks, where they lie, by place.
-  BlockLayout of_host(const BlockLayout& layout, int h) const {
-    std::vector<BlockLayout::Range> blocks;
-    for (int l = 0; l < per_host; ++l) {
-      const int p = position(h, l);
-      blocks.push_back({layout.block_start(p), layout.block_size(p)});
-    }
-    return BlockLayout(std::move(blocks), layout.chunk_elems());
-  }
   // The group of this host's ranks for the call that carries host `h`'s blocks.
   CollectiveContext inside(const CollectiveContext& group, int h) const {
-    return group.view(mates(), 0).shifted(stride * static_cast<std::uint64_t>(h + 1));
+    return group.view(on_host(host), 0).shifted(stride * static_cast<std::uint64_t>(h + 1));
   }
 };
 
@@ -119,7 +108,8 @@ class TwoLevelEngine final : public GroupEngine {
     for (int h = 0; h < at->hosts; ++h) {
       auto inside = at->inside(group, h);
       ring_reduce_scatter_blocks(inside, in, sums + column.block_start(h) * es,
-                                 at->of_host(layout, h), dtype, op, 0, slots);
+                                 TwoLevelPlace::blocks_of(layout, at->on_host(h)), dtype, op, 0,
+                                 slots);
     }
     // 2. Across hosts: the counterparts reduce-scatter their columns' sums.
     auto across = group.view(at->counterparts(), 0);
@@ -135,11 +125,13 @@ class TwoLevelEngine final : public GroupEngine {
     }
     // 1. Across hosts: every block to the ranks at its place on the other hosts.
     auto across = group.view(at->counterparts(), 0);
-    ring_allgather_blocks(across, buffer, at->across(layout), dtype);
+    ring_allgather_blocks(across, buffer, TwoLevelPlace::blocks_of(layout, at->counterparts()),
+                          dtype);
     // 2. Inside the host, host by host: the blocks this host's ranks now hold, to each other.
     for (int h = 0; h < at->hosts; ++h) {
       auto inside = at->inside(group, h);
-      ring_allgather_blocks(inside, buffer, at->of_host(layout, h), dtype);
+      ring_allgather_blocks(inside, buffer, TwoLevelPlace::blocks_of(layout, at->on_host(h)),
+                            dtype);
     }
   }
 
