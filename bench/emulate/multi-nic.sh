@@ -21,7 +21,7 @@
 #
 # Usage: bench/emulate/multi-nic.sh [-B BUILD] [-H HOSTS] [-s SIZE] [-n ITERS] [-w WARMUP]
 #                                   [-R RATE] [-r ROUNDS] [-t SECONDS] [-1 HOST] [-x RUNS]
-#                                   [-A ALGO] [-S RATE1] [-E]
+#                                   [-A ALGO] [-S RATE1] [-E] [-o DIR]
 #   -B BUILD    build with bin/holmes-bench, holmes-store, gloo-allreduce-bench and
 #               mpi-allreduce-bench (default: $HOLMES_BUILD or <repo>/build)
 #   -H HOSTS    hosts (default 2)
@@ -36,6 +36,9 @@
 #   -S RATE1    nic1's rate, Mbit/s (default RATE): NICs of unequal speed
 #   -E          holmes-2nic is not told the NICs' rates (equal weights): its split then follows
 #               only what each NIC's connections drain (their kernel backlog)
+#   -o DIR      also add the medians to DIR/multi-nic.csv (a row per run, NICs and rates: so a
+#               second invocation with other rates adds its rows) and draw every row of it in
+#               DIR/multi-nic.png: busbw per run, a bar per NIC configuration (bench/plot_table.py)
 # Each run's line on stderr ends with the MB each NIC sent ("h0.nic0=N h0.nic1=N ..."), which
 # tests/transports/tcp/multi_nic_test.sh reads.
 set -euo pipefail
@@ -55,7 +58,8 @@ runs_text=holmes-1nic,holmes-2nic,gloo,mpi-1nic,mpi-2nic
 algo=auto
 rate1_mbit=""
 tell_rates=1
-while getopts "B:H:s:n:w:R:r:t:1:x:A:S:Eh" opt; do
+out_dir=""
+while getopts "B:H:s:n:w:R:r:t:1:x:A:S:Eo:h" opt; do
   case $opt in
     B) build="$OPTARG" ;;
     H) nhosts="$OPTARG" ;;
@@ -70,6 +74,7 @@ while getopts "B:H:s:n:w:R:r:t:1:x:A:S:Eh" opt; do
     A) algo="$OPTARG" ;;
     S) rate1_mbit="$OPTARG" ;;
     E) tell_rates=0 ;;
+    o) out_dir="$OPTARG" ;;
     *)
       awk 'NR > 1 && !/^#/ {exit} NR > 1 {sub(/^# ?/, ""); print}' "${BASH_SOURCE[0]}"
       exit 2
@@ -89,6 +94,7 @@ for v in nhosts iters warmup rate_mbit rate1_mbit rounds run_timeout; do
 done
 ((nhosts >= 2 && nhosts <= 8)) || die "-H wants 2 to 8 hosts"
 ((EUID == 0)) || die "needs root (network namespaces, veth, tc)"
+if [[ -n $out_dir ]]; then mkdir -p "$out_dir" || die "cannot make $out_dir"; fi
 IFS=, read -ra runs <<<"$runs_text"
 bin="$build/bin"
 for run in "${runs[@]}"; do
@@ -294,10 +300,10 @@ for ((round = 1; round <= rounds; round++)); do
 done
 
 /usr/bin/python3 - "$tmp/results" "$nhosts" "$rate_mbit" "${nics_of[*]}" "$size" "$rate1_mbit" \
-  "$tell_rates" <<'EOF'
-import csv, statistics, sys
+  "$tell_rates" "$out_dir" <<'EOF'
+import csv, os, statistics, sys
 
-results, hosts, rate_mbit, nics, size, rate1_mbit, told = sys.argv[1:]
+results, hosts, rate_mbit, nics, size, rate1_mbit, told, out_dir = sys.argv[1:]
 hosts, rate_mbit, rate1_mbit = int(hosts), float(rate_mbit), float(rate1_mbit)
 nics = [int(n) for n in nics.split()]
 runs = {}
@@ -329,4 +335,32 @@ for peer in ("gloo", "mpi-1nic", "mpi-2nic"):
         print(f"holmes-2nic / {peer}: {med['holmes-2nic'] / med[peer]:.2f}x")
 if "mpi-2nic" in med and "mpi-1nic" in med:
     print(f"mpi-2nic / mpi-1nic: {med['mpi-2nic'] / med['mpi-1nic']:.2f}x")
+if out_dir:
+    path = os.path.join(out_dir, "multi-nic.csv")
+    fields = ["nics", "hosts", "size", "run", "rounds", "busbw", "bound_busbw", "of_bound"]
+    fresh = not os.path.exists(path)
+    if not fresh:
+        with open(path) as f:
+            if next(csv.reader(f), []) != fields:
+                sys.exit(f"multi-nic: {path} has other columns: remove it or take another -o")
+    nic1 = f"{rate1_mbit / 1000:g}" if max(nics) > 1 else "none"
+    config = (f"nic0 {rate_mbit / 1000:g} + nic1 {nic1} Gbit/s"
+              + (", rates untold" if told != "1" else ""))
+    with open(path, "a", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=fields)
+        if fresh:
+            writer.writeheader()
+        for name, values in runs.items():
+            bound = bound_1 if name.endswith("1nic") or name == "gloo" else bound_all
+            writer.writerow({"nics": config, "hosts": hosts, "size": size, "run": name,
+                             "rounds": len(values), "busbw": f"{med[name]:.4f}",
+                             "bound_busbw": f"{bound:.4f}", "of_bound": f"{med[name] / bound:.3f}"})
 EOF
+if [[ -n $out_dir ]]; then
+  /usr/bin/python3 "$root/bench/plot_table.py" "$out_dir/multi-nic.csv" "$out_dir/multi-nic.png" \
+    --x run --y busbw --bars --label "{nics}" \
+    --title "Hosts with two NICs: allreduce float32 $size, $nhosts hosts x 1 rank" \
+    --xlabel "run (1nic: rail 0 only; 2nic: both rails)" --ylabel "busbw, GB/s" ||
+    die "could not draw $out_dir/multi-nic.png"
+  say "added to $out_dir/multi-nic.csv, drew $out_dir/multi-nic.png"
+fi
