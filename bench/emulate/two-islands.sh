@@ -30,7 +30,7 @@
 #
 # Usage: bench/emulate/two-islands.sh [-B BUILD] [-p RANKS_PER_HOST] [-s SIZE] [-n ITERS]
 #                                     [-w WARMUP] [-R RATE] [-t SECONDS] [-P] [-c COLLECTIVE]
-#                                     [-A ALGO] [-T]
+#                                     [-A ALGO] [-T] [-o DIR]
 #   -B BUILD           build with bin/holmes-bench, holmes-store and gloo-allreduce-bench
 #                      (default: $HOLMES_BUILD or <repo>/build)
 #   -p RANKS_PER_HOST  ranks on each of the 4 hosts (default 2: 8 ranks)
@@ -45,6 +45,11 @@
 #                      being told the shaped rate (HOLMES_COST_INTER_ISLAND); rank 0's log line
 #                      "cost probe ..." (in the output with TWO_ISLANDS_KEEP_TMP=1) has the numbers
 #   -T                 also torch-holmes and torch-gloo (needs python3-torch and the torch backend)
+#   -o DIR             also add a row per run to DIR/two-islands.csv (so that runs of other
+#                      collectives, ranks and rates add theirs) and draw every row of it:
+#                      DIR/two-islands.png, busbw over the bound per collective and ranks, a bar
+#                      per run; DIR/two-islands-model.png, the cost model's time for each
+#                      holmes-auto run against the measured (bench/plot_table.py)
 # Needs root, iproute2 (ip, tc) and iperf3 (measures one shaped uplink for the bound).
 set -euo pipefail
 
@@ -60,7 +65,8 @@ probe=0
 collective=allreduce
 auto_algo_flag=auto
 torch_runs=0
-while getopts "B:p:s:n:w:R:t:Pc:A:Th" opt; do
+out_dir=""
+while getopts "B:p:s:n:w:R:t:Pc:A:To:h" opt; do
   case $opt in
     B) build="$OPTARG" ;;
     p) per_host="$OPTARG" ;;
@@ -73,6 +79,7 @@ while getopts "B:p:s:n:w:R:t:Pc:A:Th" opt; do
     T) torch_runs=1 ;;
     c) collective="$OPTARG" ;;
     A) auto_algo_flag="$OPTARG" ;;
+    o) out_dir="$OPTARG" ;;
     *)
       awk 'NR > 1 && !/^#/ {exit} NR > 1 {sub(/^# ?/, ""); print}' "${BASH_SOURCE[0]}"
       exit 2
@@ -93,6 +100,7 @@ done
 [[ $collective =~ ^(allreduce|allgather|reduce_scatter|alltoall)$ ]] ||
   die "-c wants allreduce, allgather, reduce_scatter or alltoall, not '$collective'"
 ((EUID == 0)) || die "needs root (network namespaces, veth, tc)"
+if [[ -n $out_dir ]]; then mkdir -p "$out_dir" || die "cannot make $out_dir"; fi
 bin="$build/bin"
 for tool in holmes-bench holmes-store gloo-allreduce-bench; do
   [[ -x $bin/$tool ]] || die "$bin/$tool is not built; build it with:
@@ -358,10 +366,10 @@ auto_algo="$(csv_field holmes-auto algorithm)"
 # for an allreduce, (G-1)/G x S for an allgather or reduce-scatter; for an alltoall each of its
 # ranks (G-1)/G of its buffer.
 /usr/bin/python3 - "$size_bytes" "$ranks" "$rate_mbit" "$uplink_mbit" "$tmp" "$auto_algo" \
-  "$transports" "$collective" "$torch_runs" <<'EOF'
-import csv, sys
-size, ranks, rate_mbit, uplink_mbit, tmp, auto_algo, transports, collective, torch_runs = \
-    sys.argv[1:]
+  "$transports" "$collective" "$torch_runs" "$out_dir" <<'EOF'
+import csv, os, sys
+size, ranks, rate_mbit, uplink_mbit, tmp, auto_algo, transports, collective, torch_runs, \
+    out_dir = sys.argv[1:]
 size, ranks, rate_mbit, uplink_mbit = int(size), int(ranks), float(rate_mbit), float(uplink_mbit)
 islands, hosts_per_island = 2, 2
 passes = 2 if collective == "allreduce" else 1
@@ -415,5 +423,44 @@ if "torch-holmes" in runs:
     print(f"torch-holmes / holmes-auto (in place): {th / capi:.2f}  (target >= 0.9)")
 if auto_algo != "hier":
     print(f"NOTE: the cost model chose '{auto_algo}', not hier")
+if out_dir:
+    path = os.path.join(out_dir, "two-islands.csv")
+    fields = ["collective", "ranks", "size", "rate_mbit", "uplink_mbit", "run", "algorithm",
+              "time_us", "busbw", "bound_busbw", "of_bound", "time_ms", "predicted_ms", "case"]
+    fresh = not os.path.exists(path)
+    if not fresh:
+        with open(path) as f:
+            if next(csv.reader(f), []) != fields:
+                sys.exit(f"two-islands: {path} has other columns: remove it or take another -o")
+    bound_busbw = measured_busbw or nominal_busbw
+    with open(path, "a", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=fields)
+        if fresh:
+            writer.writeheader()
+        for name, r in runs.items():
+            predicted = r.get("predicted_us", "")
+            writer.writerow({
+                "collective": collective, "ranks": ranks, "size": size,
+                "rate_mbit": f"{rate_mbit:g}", "uplink_mbit": f"{uplink_mbit:g}", "run": name,
+                "algorithm": r.get("algorithm", "-" if name.startswith("torch-") else "ring"),
+                "time_us": r["time_us"], "busbw": r["busbw"], "bound_busbw": f"{bound_busbw:.4f}",
+                "of_bound": f"{float(r['busbw']) / bound_busbw:.3f}",
+                "time_ms": f"{float(r['time_us']) / 1e3:.1f}",
+                "predicted_ms": f"{float(predicted) / 1e3:.1f}" if predicted else "",
+                "case": f"{collective}, {ranks} ranks"})
 EOF
+if [[ -n $out_dir ]]; then
+  /usr/bin/python3 "$root/bench/plot_table.py" "$out_dir/two-islands.csv" \
+    "$out_dir/two-islands.png" --x case --y of_bound --bars --label "{run}" \
+    --hline "1=the slow tier's bound (iperf3's rate)" \
+    --title "Two emulated islands x 2 hosts, uplinks shaped, float32 $size" \
+    --xlabel "collective, ranks" --ylabel "busbw / bound" ||
+    die "could not draw $out_dir/two-islands.png"
+  /usr/bin/python3 "$root/bench/plot_table.py" "$out_dir/two-islands.csv" \
+    "$out_dir/two-islands-model.png" --where run=holmes-auto --x time_ms --y predicted_ms \
+    --label "{case}" --diagonal --title "The cost model on two emulated islands (holmes-auto)" \
+    --xlabel "measured, ms" --ylabel "predicted, ms" ||
+    die "could not draw $out_dir/two-islands-model.png"
+  say "added to $out_dir/two-islands.csv, drew two-islands.png and two-islands-model.png there"
+fi
 say "measured in $((SECONDS - started))s"
