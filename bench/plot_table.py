@@ -89,15 +89,20 @@ def main():
             xs = [k for k, c in enumerate(categories) if c in by_x]
             ys = [statistics.median(by_x[categories[k]]) for k in xs]
             bars = ax.bar([k - 0.4 + width * (i + 0.5) for k in xs], ys, width, label=name)
-            ax.bar_label(bars, fmt="%.2f", fontsize=7)
+            ax.bar_label(bars, fmt="%.3g", fontsize=7)
         ax.set_xticks(range(len(categories)))
-        ax.set_xticklabels(categories)
+        # Long names side by side would run into each other: slanted then.
+        slanted = sum(len(c) for c in categories) > 60
+        ax.set_xticklabels(categories, rotation=20 if slanted else 0,
+                           ha="right" if slanted else "center")
     else:
         markers = "os^vD<>p*hX"
         for i, (name, by_x) in enumerate(points.items()):
             xs = sorted(by_x)
+            # Predicted against measured: a point per run, not a line through them.
             ax.plot(xs, [statistics.median(by_x[x]) for x in xs],
-                    marker=markers[i % len(markers)], label=name)
+                    marker=markers[i % len(markers)], label=name,
+                    linestyle="none" if args.diagonal else "-")
         if args.logx:
             ax.set_xscale("log")
     if args.diagonal:
@@ -115,7 +120,10 @@ def main():
             ax.annotate(label, (0.01, number(y, "--hline")), xycoords=("axes fraction", "data"),
                         textcoords="offset points", xytext=(0, 3), fontsize=8, color="dimgray")
     if not args.diagonal:
-        ax.set_ylim(bottom=0)
+        # Room above the tallest bar or line, and above any --hline with its label.
+        lines = [number(item.partition("=")[0], "--hline") for item in args.hline]
+        tallest = max([max(max(v) for v in by_x.values()) for by_x in points.values()] + lines)
+        ax.set_ylim(bottom=0, top=tallest * 1.12)
     ax.set_xlabel(args.xlabel or args.x)
     ax.set_ylabel(args.ylabel or args.y)
     ax.set_title(args.title)
