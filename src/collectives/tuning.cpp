@@ -12,6 +12,7 @@
 
 #include <fmt/format.h>
 
+#include "collectives/engine/two_level_engine.hpp"
 #include "collectives/pipeline.hpp"
 #include "collectives/predictions.hpp"
 #include "collectives/registry.hpp"
@@ -156,6 +157,21 @@ Hierarchy::Summary summarize(const Hierarchy& h) {
   }
   s.island_ring = island_ring.cost();
   if (links > 0) s.island_ring.cpu_gbytes_per_s = links / cpu_us_per_byte;
+  // The two-level engine's shape, as the communicator tests an island's members (in the order
+  // of Hierarchy::islands) before it gives them the engine.
+  for (const auto& island : h.islands) {
+    if (island.size() < 2) continue;
+    std::vector<int> host_of;
+    for (int r : island) host_of.push_back(h.host[static_cast<std::size_t>(r)]);
+    const int per_host = two_level_ranks_per_host(host_of);
+    if (per_host == 0 || (s.two_level_per_host != 0 && per_host != s.two_level_per_host)) {
+      s.two_level_per_host = 0;
+      s.two_level_hosts = 0;
+      break;
+    }
+    s.two_level_per_host = per_host;
+    s.two_level_hosts = std::max(s.two_level_hosts, static_cast<int>(island.size()) / per_host);
+  }
   return s;
 }
 
@@ -288,14 +304,23 @@ double hierarchical_blocks_us(const Hierarchy& h, const CostModel& m, double byt
     return steps * (link.latency_us + chunks_of(m, piece, m.chunk_bytes) * m.chunk_overhead_us) +
            steps * m.overlapped(link.transfer_us(piece), piece * reduce_us_per_byte);
   };
-  const double inside = s.largest_island - 1.0;
+  // One island phase over `piece`-sized blocks: Holmes's ring over the island's ranks; or the
+  // two-level engine (two_level_engine.hpp), H - 1 steps between the counterparts, a host's P
+  // ranks sending over its link to the island at once, and inside each host a ring of P - 1
+  // steps for each host's blocks, one after the other.
+  const bool two_level = m.two_level_islands && s.two_level_per_host >= 2;
+  const auto island_phase = [&](double piece) {
+    if (!two_level) return ring(s.largest_island - 1.0, piece, s.island_ring);
+    const double per_host = s.two_level_per_host;
+    const double hosts = s.two_level_hosts;
+    return ring(hosts - 1, piece, wire_share(h.same_island, 1.0 / per_host)) +
+           hosts * ring(per_host - 1, piece, h.same_host);
+  };
   // Inside the islands: the allgather passes its own blocks around, then the other islands'
   // parts; the reduce-scatter reduces every island's parts, and its lanes hand the rest of their
   // group their blocks.
-  const LinkCost& island = s.island_ring;
-  double islands_us =
-      reduces ? islands * ring(inside, part, island)
-              : ring(inside, block, island) + (islands - 1) * ring(inside, part, island);
+  double islands_us = reduces ? islands * island_phase(part)
+                              : island_phase(block) + (islands - 1) * island_phase(part);
   if (reduces && s.largest_island > lanes) {
     islands_us += std::ceil(static_cast<double>(s.largest_island) / lanes - 1) *
                   (s.intra.latency_us + s.intra.transfer_us(block));

@@ -103,6 +103,11 @@ struct CostModel {
   // by it (here) and so does what the cores give each link (crowded(), applied to the tiers in
   // CommunicatorImpl::make_hierarchy). Latencies stay: they are the wire's and the wake-ups'.
   double ranks_per_core = 1;
+  // Whether the islands' phases of the hierarchical allgather and reduce-scatter run on the
+  // two-level group engine where the islands have its shape (Hierarchy::Summary::
+  // two_level_per_host): so they do for host buffers unless HOLMES_GROUP_ENGINE names ring or
+  // blockwise (communicator/group_engines.hpp). Else the model prices Holmes's ring there.
+  bool two_level_islands = true;
   double effective_reduce_gbytes_per_s() const { return reduce_gbytes_per_s / ranks_per_core; }
   // `link` as a rank sees it where ranks share cores. The cores move a link's bytes (copies
   // through shared memory or the kernel's tcp) at the link's own rate or at the host tcp tier's,
@@ -189,6 +194,11 @@ struct Hierarchy {
     int min_hosts_per_island = 1;
     int max_hosts_per_island = 1;
     int hosts_in_shared_islands = 0;  // hosts of islands that have two or more
+    // P where every island of two ranks or more lies host after host with P >= 2 of its ranks
+    // on each of two hosts or more, P alike in all (two_level_ranks_per_host): the shape in
+    // which host buffers take the two-level group engine inside the islands; 0 otherwise.
+    int two_level_per_host = 0;
+    int two_level_hosts = 0;  // then the hosts of the largest island
   };
   Summary summary;
 

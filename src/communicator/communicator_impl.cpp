@@ -48,6 +48,8 @@ CommunicatorImpl::CommunicatorImpl(Params params)
   adopt_measurements();
   EngineOptions engine_options;
   engine_options.setting = settings_.text(Setting::kGroupEngine);
+  // The model prices the islands' phases on the engine host buffers will get there.
+  cost_model_.two_level_islands = host_buffers_take_two_level(engine_options.setting);
   engine_options.ipc_window_bytes =
       static_cast<std::size_t>(settings_.integer(Setting::kIpcWindowBytes));
   engine_options.timeout = timeout_;

@@ -49,6 +49,11 @@ const char* engine_kind_name(EngineKind kind) {
   return "?";
 }
 
+bool host_buffers_take_two_level(const std::string& setting) {
+  // The two settings that choose_group_engine obeys before it looks at the buffers.
+  return setting != "ring" && setting != "blockwise";
+}
+
 EngineChoice choose_group_engine(const EngineFacts& f) {
   const std::string where =
       f.level == GroupLevel::kHost

@@ -50,6 +50,11 @@ struct EngineFacts {
 // The engine for a group; HM_ERR_UNSUPPORTED when `ipc` or `nccl` is forced where it cannot run.
 EngineChoice choose_group_engine(const EngineFacts& facts);
 
+// Whether host buffers in an island group of the two-level engine's shape take it under the
+// HOLMES_GROUP_ENGINE value `setting` (as choose_group_engine decides): the cost model prices
+// the islands' phases by it.
+bool host_buffers_take_two_level(const std::string& setting);
+
 // What carries device buffers between two ranks, for the per-peer report (hm_comm_peer_engine).
 struct PeerEngine {
   std::string engine;  // "ring", "blockwise", "ipc", "nccl", "lanes" (across islands), "self"

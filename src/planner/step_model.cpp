@@ -17,6 +17,9 @@ CostModel gpu_cost_model() {
   m.reduce_gbytes_per_s = 1000;
   m.chunk_overhead_us = 1;
   m.chunk_bytes = 4 << 20;
+  // Gradients and activations are device buffers: inside the islands they run on NCCL or
+  // Holmes's ring, not on the two-level engine, which carries host buffers.
+  m.two_level_islands = false;
   return m;
 }
 

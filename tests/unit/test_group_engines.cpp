@@ -60,6 +60,20 @@ TEST(GroupEngineChoice, HostBuffersInAnIslandOfSeveralRanksPerHostCrossHostsOnce
   EXPECT_EQ(choose_group_engine(f).kind, EngineKind::kNccl);
 }
 
+TEST(GroupEngineChoice, TheCostModelKnowsWhichSettingsLeaveHostBuffersTheTwoLevelEngine) {
+  // The model prices the islands' phases by host_buffers_take_two_level: it must say what the
+  // choice does, for every value of the setting.
+  for (const char* setting : {"auto", "ring", "blockwise", "ipc", "nccl"}) {
+    auto f = facts(setting, false, GroupLevel::kIsland, "ethernet", true, true);
+    f.ranks_per_host = 2;
+    EXPECT_EQ(choose_group_engine(f).kind == EngineKind::kTwoLevel,
+              host_buffers_take_two_level(setting))
+        << setting;
+  }
+  EXPECT_TRUE(host_buffers_take_two_level("auto"));
+  EXPECT_FALSE(host_buffers_take_two_level("ring"));
+}
+
 TEST(GroupEngineChoice, DeviceBuffersTakeNcclWhereItRuns) {
   for (const char* fabric : {"ib", "roce", "ethernet"}) {
     const auto c = choose_group_engine(facts("auto", true, GroupLevel::kIsland, fabric, true));

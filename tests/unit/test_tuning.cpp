@@ -237,6 +237,67 @@ TEST(CostModel, AnIslandsRingOnSharedCoresCostsTheMeanOfItsLinks) {
   EXPECT_EQ(crowded.gbytes_per_s, m.island_tcp.gbytes_per_s);  // the wire: still the slowest
 }
 
+TEST(Hierarchy, KnowsWhereIslandsHaveTheTwoLevelEnginesShape) {
+  const CostModel m;
+  // 2 islands x 2 hosts x 2 ranks, and 3 hosts x 3 ranks: every island lies host after host.
+  EXPECT_EQ(cluster(2, 2, 2, m).summary.two_level_per_host, 2);
+  EXPECT_EQ(cluster(2, 2, 2, m).summary.two_level_hosts, 2);
+  EXPECT_EQ(cluster(2, 3, 3, m).summary.two_level_per_host, 3);
+  EXPECT_EQ(cluster(2, 3, 3, m).summary.two_level_hosts, 3);
+  // One rank per host, or one host per island: a ring is all there is.
+  EXPECT_EQ(cluster(2, 2, 1, m).summary.two_level_per_host, 0);
+  EXPECT_EQ(cluster(2, 1, 4, m).summary.two_level_per_host, 0);
+  // The mixed layout (tests/mp/layout.sh): island B is one host.
+  const auto mixed =
+      make_hierarchy({"h0", "h0", "h1", "h1", "h2", "h2"}, {"A", "A", "A", "A", "B", "B"}, m.shm,
+                     m.island_rdma, m.inter_island);
+  EXPECT_EQ(mixed.summary.two_level_per_host, 0);
+  // Islands of 2 and 3 hosts with 2 ranks each: the larger island's hosts set the steps.
+  const auto uneven = make_hierarchy({"a", "a", "b", "b", "c", "c", "d", "d", "e", "e"},
+                                     {"X", "X", "X", "X", "Y", "Y", "Y", "Y", "Y", "Y"}, m.shm,
+                                     m.island_rdma, m.inter_island);
+  EXPECT_EQ(uneven.summary.two_level_per_host, 2);
+  EXPECT_EQ(uneven.summary.two_level_hosts, 3);
+  // Hosts of 2 and 3 ranks: no one P, no engine.
+  const auto ragged = make_hierarchy({"a", "a", "b", "b", "b", "c", "c", "d", "d", "d"},
+                                     {"X", "X", "X", "X", "X", "Y", "Y", "Y", "Y", "Y"}, m.shm,
+                                     m.island_rdma, m.inter_island);
+  EXPECT_EQ(ragged.summary.two_level_per_host, 0);
+}
+
+TEST(CostModel, IslandsOfSeveralRanksPerHostArePricedOnTheTwoLevelEngine) {
+  // The two-islands emulation at 8 ranks: 2 hosts x 2 ranks per island on 2 cores, a transfer
+  // between hosts dearer on the cores than one over shared memory.
+  CostModel m;
+  m.ranks_per_core = 4;
+  const Hierarchy h = make_hierarchy({"a", "a", "b", "b", "c", "c", "d", "d"},
+                                     {"X", "X", "X", "X", "Y", "Y", "Y", "Y"}, m.crowded(m.shm),
+                                     m.crowded(m.island_tcp), m.crowded({100, 0.125}));
+  CostModel ring_priced = m;
+  ring_priced.two_level_islands = false;  // HOLMES_GROUP_ENGINE=ring
+  const double bytes = 64.0 * (1 << 20);
+  for (const auto kind : {CollectiveKind::kAllgather, CollectiveKind::kReduceScatter}) {
+    const double two_level = predict(h, m, kind, Algorithm::kHierarchical, bytes);
+    const double ring = predict(h, ring_priced, kind, Algorithm::kHierarchical, bytes);
+    // Per island phase the ring moves n - 1 = 3 blocks over links of which half cross hosts;
+    // the engine 1 between the hosts and 2 over shared memory: less of the dearer work.
+    EXPECT_LT(two_level, ring) << collective_name(kind);
+    // Never below what the slow tier needs: S/2 through 2 uplinks of 1 Gbit/s per island.
+    EXPECT_GE(two_level, bytes / 2 / 2 / (0.125 * 1e3)) << collective_name(kind);
+  }
+  // The reduce-scatter's islands are the longer tier: the whole saving shows. Measured at
+  // 2026-12-07 (BENCHMARKS.md): 188-193 ms; ring-priced 232 ms, two-level 213.
+  EXPECT_LT(predict(h, m, CollectiveKind::kReduceScatter, Algorithm::kHierarchical, bytes),
+            0.95 * predict(h, ring_priced, CollectiveKind::kReduceScatter, Algorithm::kHierarchical,
+                           bytes));
+  // Where the islands lack the shape, the setting changes nothing.
+  const Hierarchy flat_hosts = cluster(2, 2, 1, m);
+  for (const auto kind : {CollectiveKind::kAllgather, CollectiveKind::kReduceScatter}) {
+    EXPECT_EQ(predict(flat_hosts, m, kind, Algorithm::kHierarchical, bytes),
+              predict(flat_hosts, ring_priced, kind, Algorithm::kHierarchical, bytes));
+  }
+}
+
 TEST(CostModel, ASlowLinkBetweenIslandsMakesHierarchicalAllgatherAndReduceScatterWin) {
   CostModel m;
   m.inter_island = {100, 0.125};  // 1 Gbit/s between islands
