@@ -13,6 +13,8 @@ import csv
 import sys
 from collections import defaultdict
 
+from plotting import pyplot
+
 
 def size_label(size):
     for unit, scale in (("G", 1 << 30), ("M", 1 << 20), ("K", 1 << 10)):
@@ -28,13 +30,8 @@ def main():
     parser.add_argument("--title", default="allreduce busbw")
     parser.add_argument("--inplace", action="store_true", help="plot the in-place busbw")
     args = parser.parse_args()
-    try:
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        print("plot_busbw: matplotlib is missing (apt-get install python3-matplotlib)",
-              file=sys.stderr)
+    plt = pyplot("plot_busbw")
+    if plt is None:
         return 1
 
     column = "busbw_inplace" if args.inplace else "busbw"

@@ -21,6 +21,8 @@ import statistics
 import string
 import sys
 
+from plotting import pyplot
+
 
 def number(text, what):
     try:
@@ -45,13 +47,8 @@ def main():
     parser.add_argument("--xlabel")
     parser.add_argument("--ylabel")
     args = parser.parse_args()
-    try:
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        print("plot_table: matplotlib is missing (apt-get install python3-matplotlib)",
-              file=sys.stderr)
+    plt = pyplot("plot_table")
+    if plt is None:
         return 1
 
     filters = []
