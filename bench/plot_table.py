@@ -117,10 +117,11 @@ def main():
             ax.annotate(label, (0.01, number(y, "--hline")), xycoords=("axes fraction", "data"),
                         textcoords="offset points", xytext=(0, 3), fontsize=8, color="dimgray")
     if not args.diagonal:
-        # Room above the tallest bar or line, and above any --hline with its label.
+        # Room above the tallest bar or line, and above any --hline with its label; bars keep
+        # the top quarter free for the legend.
         lines = [number(item.partition("=")[0], "--hline") for item in args.hline]
         tallest = max([max(max(v) for v in by_x.values()) for by_x in points.values()] + lines)
-        ax.set_ylim(bottom=0, top=tallest * 1.12)
+        ax.set_ylim(bottom=0, top=tallest * (1.35 if args.bars else 1.12))
     ax.set_xlabel(args.xlabel or args.x)
     ax.set_ylabel(args.ylabel or args.y)
     ax.set_title(args.title)
