@@ -49,11 +49,6 @@ const char* engine_kind_name(EngineKind kind) {
   return "?";
 }
 
-bool host_buffers_take_two_level(const std::string& setting) {
-  // The two settings that choose_group_engine obeys before it looks at the buffers.
-  return setting != "ring" && setting != "blockwise";
-}
-
 EngineChoice choose_group_engine(const EngineFacts& f) {
   const std::string where =
       f.level == GroupLevel::kHost
@@ -107,6 +102,16 @@ EngineChoice choose_group_engine(const EngineFacts& f) {
           fmt::format("device buffers {}: Holmes's ring, staged through pinned memory ({}no "
                       "NCCL: {})",
                       where, no_ipc, f.nccl_why_not)};
+}
+
+bool host_buffers_take_two_level(const std::string& setting) {
+  // The choice itself, for host buffers in an island group of the engine's shape (host buffers
+  // never reach the branches that can fail).
+  EngineFacts f;
+  f.setting = setting;
+  f.level = GroupLevel::kIsland;
+  f.ranks_per_host = 2;
+  return choose_group_engine(f).kind == EngineKind::kTwoLevel;
 }
 
 CommunicatorEngines::CommunicatorEngines(EngineOptions options, std::vector<Locality> localities,
