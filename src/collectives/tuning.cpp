@@ -166,11 +166,9 @@ Hierarchy::Summary summarize(const Hierarchy& h) {
     const int per_host = two_level_ranks_per_host(host_of);
     if (per_host == 0 || (s.two_level_per_host != 0 && per_host != s.two_level_per_host)) {
       s.two_level_per_host = 0;
-      s.two_level_hosts = 0;
       break;
     }
     s.two_level_per_host = per_host;
-    s.two_level_hosts = std::max(s.two_level_hosts, static_cast<int>(island.size()) / per_host);
   }
   return s;
 }
@@ -312,7 +310,7 @@ double hierarchical_blocks_us(const Hierarchy& h, const CostModel& m, double byt
   const auto island_phase = [&](double piece) {
     if (!two_level) return ring(s.largest_island - 1.0, piece, s.island_ring);
     const double per_host = s.two_level_per_host;
-    const double hosts = s.two_level_hosts;
+    const double hosts = s.largest_island / s.two_level_per_host;  // the largest island's
     return ring(hosts - 1, piece, wire_share(h.same_island, 1.0 / per_host)) +
            hosts * ring(per_host - 1, piece, h.same_host);
   };

@@ -196,9 +196,9 @@ struct Hierarchy {
     int hosts_in_shared_islands = 0;  // hosts of islands that have two or more
     // P where every island of two ranks or more lies host after host with P >= 2 of its ranks
     // on each of two hosts or more, P alike in all (two_level_ranks_per_host): the shape in
-    // which host buffers take the two-level group engine inside the islands; 0 otherwise.
+    // which host buffers take the two-level group engine inside the islands (the largest island
+    // then has largest_island / P hosts); 0 otherwise.
     int two_level_per_host = 0;
-    int two_level_hosts = 0;  // then the hosts of the largest island
   };
   Summary summary;
 

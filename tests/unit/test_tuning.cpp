@@ -239,11 +239,15 @@ TEST(CostModel, AnIslandsRingOnSharedCoresCostsTheMeanOfItsLinks) {
 
 TEST(Hierarchy, KnowsWhereIslandsHaveTheTwoLevelEnginesShape) {
   const CostModel m;
+  // The hosts of the largest island, which the model's steps between hosts count.
+  const auto hosts_of = [](const Hierarchy& h) {
+    return h.summary.largest_island / h.summary.two_level_per_host;
+  };
   // 2 islands x 2 hosts x 2 ranks, and 3 hosts x 3 ranks: every island lies host after host.
   EXPECT_EQ(cluster(2, 2, 2, m).summary.two_level_per_host, 2);
-  EXPECT_EQ(cluster(2, 2, 2, m).summary.two_level_hosts, 2);
+  EXPECT_EQ(hosts_of(cluster(2, 2, 2, m)), 2);
   EXPECT_EQ(cluster(2, 3, 3, m).summary.two_level_per_host, 3);
-  EXPECT_EQ(cluster(2, 3, 3, m).summary.two_level_hosts, 3);
+  EXPECT_EQ(hosts_of(cluster(2, 3, 3, m)), 3);
   // One rank per host, or one host per island: a ring is all there is.
   EXPECT_EQ(cluster(2, 2, 1, m).summary.two_level_per_host, 0);
   EXPECT_EQ(cluster(2, 1, 4, m).summary.two_level_per_host, 0);
@@ -257,7 +261,7 @@ TEST(Hierarchy, KnowsWhereIslandsHaveTheTwoLevelEnginesShape) {
                                      {"X", "X", "X", "X", "Y", "Y", "Y", "Y", "Y", "Y"}, m.shm,
                                      m.island_rdma, m.inter_island);
   EXPECT_EQ(uneven.summary.two_level_per_host, 2);
-  EXPECT_EQ(uneven.summary.two_level_hosts, 3);
+  EXPECT_EQ(hosts_of(uneven), 3);
   // Hosts of 2 and 3 ranks: no one P, no engine.
   const auto ragged = make_hierarchy({"a", "a", "b", "b", "b", "c", "c", "d", "d", "d"},
                                      {"X", "X", "X", "X", "X", "Y", "Y", "Y", "Y", "Y"}, m.shm,
