@@ -300,10 +300,10 @@ for ((round = 1; round <= rounds; round++)); do
 done
 
 /usr/bin/python3 - "$tmp/results" "$nhosts" "$rate_mbit" "${nics_of[*]}" "$size" "$rate1_mbit" \
-  "$tell_rates" "$out_dir" <<'EOF'
+  "$tell_rates" "$out_dir" "$root/bench" <<'EOF'
 import csv, os, statistics, sys
 
-results, hosts, rate_mbit, nics, size, rate1_mbit, told, out_dir = sys.argv[1:]
+results, hosts, rate_mbit, nics, size, rate1_mbit, told, out_dir, bench = sys.argv[1:]
 hosts, rate_mbit, rate1_mbit = int(hosts), float(rate_mbit), float(rate1_mbit)
 nics = [int(n) for n in nics.split()]
 runs = {}
@@ -336,25 +336,20 @@ for peer in ("gloo", "mpi-1nic", "mpi-2nic"):
 if "mpi-2nic" in med and "mpi-1nic" in med:
     print(f"mpi-2nic / mpi-1nic: {med['mpi-2nic'] / med['mpi-1nic']:.2f}x")
 if out_dir:
-    path = os.path.join(out_dir, "multi-nic.csv")
-    fields = ["nics", "hosts", "size", "run", "rounds", "busbw", "bound_busbw", "of_bound"]
-    fresh = not os.path.exists(path)
-    if not fresh:
-        with open(path) as f:
-            if next(csv.reader(f), []) != fields:
-                sys.exit(f"multi-nic: {path} has other columns: remove it or take another -o")
+    sys.path.insert(0, bench)
+    from results_csv import append_rows
     nic1 = f"{rate1_mbit / 1000:g}" if max(nics) > 1 else "none"
     config = (f"nic0 {rate_mbit / 1000:g} + nic1 {nic1} Gbit/s"
               + (", rates untold" if told != "1" else ""))
-    with open(path, "a", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=fields)
-        if fresh:
-            writer.writeheader()
-        for name, values in runs.items():
-            bound = bound_1 if name.endswith("1nic") or name == "gloo" else bound_all
-            writer.writerow({"nics": config, "hosts": hosts, "size": size, "run": name,
-                             "rounds": len(values), "busbw": f"{med[name]:.4f}",
-                             "bound_busbw": f"{bound:.4f}", "of_bound": f"{med[name] / bound:.3f}"})
+    rows = []
+    for name, values in runs.items():
+        bound = bound_1 if name.endswith("1nic") or name == "gloo" else bound_all
+        rows.append({"nics": config, "hosts": hosts, "size": size, "run": name,
+                     "rounds": len(values), "busbw": f"{med[name]:.4f}",
+                     "bound_busbw": f"{bound:.4f}", "of_bound": f"{med[name] / bound:.3f}"})
+    append_rows(os.path.join(out_dir, "multi-nic.csv"),
+                ["nics", "hosts", "size", "run", "rounds", "busbw", "bound_busbw", "of_bound"],
+                rows, "multi-nic")
 EOF
 if [[ -n $out_dir ]]; then
   /usr/bin/python3 "$root/bench/plot_table.py" "$out_dir/multi-nic.csv" "$out_dir/multi-nic.png" \

@@ -366,10 +366,10 @@ auto_algo="$(csv_field holmes-auto algorithm)"
 # for an allreduce, (G-1)/G x S for an allgather or reduce-scatter; for an alltoall each of its
 # ranks (G-1)/G of its buffer.
 /usr/bin/python3 - "$size_bytes" "$ranks" "$rate_mbit" "$uplink_mbit" "$tmp" "$auto_algo" \
-  "$transports" "$collective" "$torch_runs" "$out_dir" <<'EOF'
+  "$transports" "$collective" "$torch_runs" "$out_dir" "$root/bench" <<'EOF'
 import csv, os, sys
 size, ranks, rate_mbit, uplink_mbit, tmp, auto_algo, transports, collective, torch_runs, \
-    out_dir = sys.argv[1:]
+    out_dir, bench = sys.argv[1:]
 size, ranks, rate_mbit, uplink_mbit = int(size), int(ranks), float(rate_mbit), float(uplink_mbit)
 islands, hosts_per_island = 2, 2
 passes = 2 if collective == "allreduce" else 1
@@ -424,30 +424,25 @@ if "torch-holmes" in runs:
 if auto_algo != "hier":
     print(f"NOTE: the cost model chose '{auto_algo}', not hier")
 if out_dir:
-    path = os.path.join(out_dir, "two-islands.csv")
-    fields = ["collective", "ranks", "size", "rate_mbit", "uplink_mbit", "run", "algorithm",
-              "time_us", "busbw", "bound_busbw", "of_bound", "time_ms", "predicted_ms", "case"]
-    fresh = not os.path.exists(path)
-    if not fresh:
-        with open(path) as f:
-            if next(csv.reader(f), []) != fields:
-                sys.exit(f"two-islands: {path} has other columns: remove it or take another -o")
+    sys.path.insert(0, bench)
+    from results_csv import append_rows
     bound_busbw = measured_busbw or nominal_busbw
-    with open(path, "a", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=fields)
-        if fresh:
-            writer.writeheader()
-        for name, r in runs.items():
-            predicted = r.get("predicted_us", "")
-            writer.writerow({
-                "collective": collective, "ranks": ranks, "size": size,
-                "rate_mbit": f"{rate_mbit:g}", "uplink_mbit": f"{uplink_mbit:g}", "run": name,
-                "algorithm": r.get("algorithm", "-" if name.startswith("torch-") else "ring"),
-                "time_us": r["time_us"], "busbw": r["busbw"], "bound_busbw": f"{bound_busbw:.4f}",
-                "of_bound": f"{float(r['busbw']) / bound_busbw:.3f}",
-                "time_ms": f"{float(r['time_us']) / 1e3:.1f}",
-                "predicted_ms": f"{float(predicted) / 1e3:.1f}" if predicted else "",
-                "case": f"{collective}, {ranks} ranks"})
+    rows = []
+    for name, r in runs.items():
+        predicted = r.get("predicted_us", "")
+        rows.append({
+            "collective": collective, "ranks": ranks, "size": size,
+            "rate_mbit": f"{rate_mbit:g}", "uplink_mbit": f"{uplink_mbit:g}", "run": name,
+            "algorithm": r.get("algorithm", "-" if name.startswith("torch-") else "ring"),
+            "time_us": r["time_us"], "busbw": r["busbw"], "bound_busbw": f"{bound_busbw:.4f}",
+            "of_bound": f"{float(r['busbw']) / bound_busbw:.3f}",
+            "time_ms": f"{float(r['time_us']) / 1e3:.1f}",
+            "predicted_ms": f"{float(predicted) / 1e3:.1f}" if predicted else "",
+            "case": f"{collective}, {ranks} ranks"})
+    append_rows(os.path.join(out_dir, "two-islands.csv"),
+                ["collective", "ranks", "size", "rate_mbit", "uplink_mbit", "run", "algorithm",
+                 "time_us", "busbw", "bound_busbw", "of_bound", "time_ms", "predicted_ms",
+                 "case"], rows, "two-islands")
 EOF
 if [[ -n $out_dir ]]; then
   /usr/bin/python3 "$root/bench/plot_table.py" "$out_dir/two-islands.csv" \
