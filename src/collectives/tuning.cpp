@@ -110,11 +110,15 @@ Hierarchy::Summary summarize(const Hierarchy& h) {
     s.smallest_island = std::min(s.smallest_island, static_cast<int>(island.size()));
   }
   Worst ring;
+  double ring_cpu_us_per_byte = 0;
   for (int i = 0; i < n && n > 1; ++i) {
-    ring.add(h.link(h.ring_order[static_cast<std::size_t>(i)],
-                    h.ring_order[static_cast<std::size_t>((i + 1) % n)]));
+    const LinkCost& link = h.link(h.ring_order[static_cast<std::size_t>(i)],
+                                  h.ring_order[static_cast<std::size_t>((i + 1) % n)]);
+    ring.add(link);
+    ring_cpu_us_per_byte += 1.0 / link.cpu_gbytes_per_s;
   }
   s.ring = ring.cost();
+  if (n > 1) s.ring_cores_gbytes_per_s = n / ring_cpu_us_per_byte;
   s.recursive = recursive_links(h);
   std::map<int, int> per_host;
   std::map<int, std::set<int>> hosts_of_island;
@@ -173,6 +177,34 @@ Hierarchy::Summary summarize(const Hierarchy& h) {
   return s;
 }
 
+// The link a flat ring (or chain) of a call whose ranks each hold `call_bytes` steps at: its worst
+// latency and wire, and for the cores, in a driven call, their mean over the ring's links. There
+// the callers' threads move every link's bytes at once and yield their turns while they wait, so
+// a step costs the cores all its copies, the cheap same-host ones beside the slow link's. In a
+// carried call each rank's transport thread and its caller take turns on the cores, and the
+// slowest link's crowded pace sets the ring's. Measured on 6 ranks of 2 cores, 3 hosts, 2
+// islands (BENCHMARKS.md, "Ranks that share cores"): the mean predicts 0.82-0.91 of the ring's
+// time at 64 KiB-1 MiB (the slowest link: 1.5-1.7x), the slowest link 1.0-1.2 at 2-16 MiB (the
+// mean: 0.65-0.74).
+LinkCost flat_ring_link(const Hierarchy& h, double call_bytes) {
+  LinkCost link = h.summary.ring;
+  if (CostModel::driven(call_bytes)) link.cpu_gbytes_per_s = h.summary.ring_cores_gbytes_per_s;
+  return link;
+}
+
+// The model and the relief of the links' cores (relieved()) for a phase in which `active` of
+// `ranks` ranks work (CostModel::ranks_per_core_of).
+struct PhaseCrowd {
+  CostModel model;
+  double relief = 1;
+};
+PhaseCrowd phase_crowd(const CostModel& m, double active, double ranks) {
+  PhaseCrowd phase{m, 1};
+  phase.model.ranks_per_core = m.ranks_per_core_of(active, ranks);
+  phase.relief = phase.model.ranks_per_core / m.ranks_per_core;
+  return phase;
+}
+
 double chunks_of(const CostModel& model, double bytes, double chunk_bytes) {
   (void)model;
   return std::max(1.0, std::ceil(bytes / chunk_bytes));
@@ -186,32 +218,50 @@ double ring_allreduce_us(const CostModel& m, int n, double bytes, const LinkCost
   const double steps = 2.0 * (n - 1);
   // Chunks are reduced while the next ones travel: the slower of the two sets the pace (the
   // logarithmic algorithms below exchange, then reduce, and pay both).
-  return steps * (link.latency_us + chunks_of(m, block, chunk_bytes) * m.chunk_overhead_us) +
-         m.overlapped(steps * link.transfer_us(block),
-                      (n - 1) * block / (m.effective_reduce_gbytes_per_s() * 1e3));
+  return m.paced(steps * (link.latency_us + chunks_of(m, block, chunk_bytes) * m.chunk_overhead_us),
+                 std::max(steps * link.wire_us(block), m.reduce_alone_us((n - 1) * block)),
+                 m.overlapped(steps * link.transfer_us(block), m.reduce_us((n - 1) * block)));
 }
 
 double fold_us(const CostModel& m, int n, double bytes, const LinkCost& link, double chunk_bytes) {
   if (n == floor_power_of_two(n)) return 0;
-  return 2 * (link.latency_us + chunks_of(m, bytes, chunk_bytes) * m.chunk_overhead_us +
-              link.transfer_us(bytes)) +
-         bytes / (m.effective_reduce_gbytes_per_s() * 1e3);
+  return m.paced(2 * (link.latency_us + chunks_of(m, bytes, chunk_bytes) * m.chunk_overhead_us),
+                 2 * link.wire_us(bytes) + m.reduce_alone_us(bytes),
+                 2 * link.transfer_us(bytes) + m.reduce_us(bytes));
 }
 
 // One round of recursive doubling over `link`: the buffer each way, then reduced.
 double rd_round_us(const CostModel& m, double bytes, const LinkCost& link, double chunk_bytes) {
-  return link.latency_us + chunks_of(m, bytes, chunk_bytes) * m.chunk_overhead_us +
-         link.transfer_us(bytes) + bytes / (m.effective_reduce_gbytes_per_s() * 1e3);
+  return m.paced(link.latency_us + chunks_of(m, bytes, chunk_bytes) * m.chunk_overhead_us,
+                 link.wire_us(bytes) + m.reduce_alone_us(bytes),
+                 link.transfer_us(bytes) + m.reduce_us(bytes));
+}
+
+// The crowds of recursive doubling's and halving's fold (2 (n - p) ranks work) and rounds (p
+// ranks): in a driven call the ranks that wait yield their turns, and those that work have the
+// cores; in a carried call the waiting ranks are no help (measured on 6 ranks of 2 cores: 16 MiB
+// took what every rank working predicts, 0.5-0.8 of it with 4 of 6 working; 128-512 KiB took
+// 0.93-1.05 of what 4 of 6 working predicts, 1.4-1.6 of it with all 6).
+struct RecursiveCrowds {
+  PhaseCrowd fold;
+  PhaseCrowd rounds;
+};
+RecursiveCrowds recursive_crowds(const CostModel& m, int n, double bytes) {
+  if (!CostModel::driven(bytes)) return {{m, 1}, {m, 1}};
+  const int p2 = floor_power_of_two(n);
+  return {phase_crowd(m, 2.0 * (n - p2), n), phase_crowd(m, p2, n)};
 }
 
 // Each round over its own links: a round inside hosts costs the host tier, one across islands
-// the slow tier. (The folded ranks wait, but no faster for it: measured on 6 ranks of 2 cores,
-// 16 MiB took what every rank working predicts, 0.5-0.8 of it with 4 of 6 working.)
+// the slow tier.
 double rd_allreduce_us(const CostModel& m, int n, double bytes,
                        const Hierarchy::RecursiveLinks& links, double chunk_bytes) {
   if (n <= 1) return 0;
-  double t = fold_us(m, n, bytes, links.fold, chunk_bytes);
-  for (const LinkCost& link : links.rounds) t += rd_round_us(m, bytes, link, chunk_bytes);
+  const auto [fold, rounds] = recursive_crowds(m, n, bytes);
+  double t = fold_us(fold.model, n, bytes, relieved(links.fold, fold.relief), chunk_bytes);
+  for (const LinkCost& link : links.rounds) {
+    t += rd_round_us(rounds.model, bytes, relieved(link, rounds.relief), chunk_bytes);
+  }
   return t;
 }
 
@@ -229,14 +279,16 @@ double rhd_allreduce_us(const CostModel& m, int n, double bytes,
                         const Hierarchy::RecursiveLinks& links, double chunk_bytes) {
   if (n <= 1) return 0;
   const int p2 = floor_power_of_two(n);
-  const double moved = (p2 - 1.0) / p2 * bytes;
-  double t = moved / (m.effective_reduce_gbytes_per_s() * 1e3) +
-             fold_us(m, n, bytes, links.fold, chunk_bytes);
+  const auto [fold, rounds] = recursive_crowds(m, n, bytes);
+  const CostModel& r = rounds.model;
+  double t = fold_us(fold.model, n, bytes, relieved(links.fold, fold.relief), chunk_bytes);
+  // Each halving round reduces what it received: (p2 - 1) / p2 of the buffer in all.
   for (std::size_t i = 0; i < links.rounds.size(); ++i) {
-    const LinkCost& link = links.rounds[i];
+    const LinkCost link = relieved(links.rounds[i], rounds.relief);
     const double part = bytes * static_cast<double>(1 << i) / p2;
-    t += 2 * (link.latency_us + chunks_of(m, part, chunk_bytes) * m.chunk_overhead_us +
-              link.transfer_us(part));
+    t += r.paced(2 * (link.latency_us + chunks_of(r, part, chunk_bytes) * r.chunk_overhead_us),
+                 2 * link.wire_us(part) + r.reduce_alone_us(part),
+                 2 * link.transfer_us(part) + r.reduce_us(part));
   }
   return t;
 }
@@ -246,18 +298,20 @@ double chain_us(const CostModel& m, int n, double bytes, const LinkCost& link, d
   if (n <= 1) return 0;
   const double chunks = chunks_of(m, bytes, chunk_bytes);
   const double chunk = bytes / chunks;
-  double stage = link.latency_us + m.chunk_overhead_us + link.transfer_us(chunk);
-  if (reduces) stage += chunk / (m.effective_reduce_gbytes_per_s() * 1e3);
-  return (n - 1 + chunks - 1) * stage;
+  const double reduced = reduces ? chunk : 0.0;
+  return (n - 1 + chunks - 1) * m.paced(link.latency_us + m.chunk_overhead_us,
+                                        link.wire_us(chunk) + m.reduce_alone_us(reduced),
+                                        link.transfer_us(chunk) + m.reduce_us(reduced));
 }
 
 double tree_us(const CostModel& m, int n, double bytes, const LinkCost& link, double chunk_bytes,
                bool reduces) {
   if (n <= 1) return 0;
-  double round = link.latency_us + chunks_of(m, bytes, chunk_bytes) * m.chunk_overhead_us +
-                 link.transfer_us(bytes);
-  if (reduces) round += bytes / (m.effective_reduce_gbytes_per_s() * 1e3);
-  return ceil_log2(n) * round;
+  const double reduced = reduces ? bytes : 0.0;
+  return ceil_log2(n) *
+         m.paced(link.latency_us + chunks_of(m, bytes, chunk_bytes) * m.chunk_overhead_us,
+                 link.wire_us(bytes) + m.reduce_alone_us(reduced),
+                 link.transfer_us(bytes) + m.reduce_us(reduced));
 }
 
 double rooted_us(const CostModel& m, int n, double bytes, const LinkCost& link, double chunk_bytes,
@@ -295,12 +349,14 @@ double hierarchical_blocks_us(const Hierarchy& h, const CostModel& m, double byt
   const double islands = s.islands;
   const double block = bytes / h.size();
   const double part = bytes / islands / lanes;  // an island's share of a lane, islands alike
-  const double reduce_us_per_byte = reduces ? 1.0 / (m.effective_reduce_gbytes_per_s() * 1e3) : 0.0;
+  const double reduced = reduces ? 1.0 : 0.0;   // of each piece
   // `steps` ring steps of `piece` bytes over `link`; reductions overlap the transfers.
   const auto ring = [&](double steps, double piece, const LinkCost& link) {
     if (steps <= 0) return 0.0;
-    return steps * (link.latency_us + chunks_of(m, piece, m.chunk_bytes) * m.chunk_overhead_us) +
-           steps * m.overlapped(link.transfer_us(piece), piece * reduce_us_per_byte);
+    return steps *
+           m.paced(link.latency_us + chunks_of(m, piece, m.chunk_bytes) * m.chunk_overhead_us,
+                   std::max(link.wire_us(piece), m.reduce_alone_us(piece * reduced)),
+                   m.overlapped(link.transfer_us(piece), m.reduce_us(piece * reduced)));
   };
   // One island phase over `piece`-sized blocks: Holmes's ring over the island's ranks; or the
   // two-level engine (two_level_engine.hpp), H - 1 steps between the counterparts, a host's P
@@ -358,14 +414,14 @@ double hierarchical_alltoall_us(const Hierarchy& h, const CostModel& m, double b
 
 // The flat ring of a reduce-scatter (which reduces on the way) or an allgather.
 double ring_blocks_us(const Hierarchy& h, const CostModel& m, double bytes, bool reduces) {
-  const Hierarchy::Summary& s = h.summary;
   const int n = h.size();
   const double block = bytes / n;
-  double t =
-      (n - 1) * (s.ring.latency_us + chunks_of(m, block, m.chunk_bytes) * m.chunk_overhead_us +
-                 s.ring.transfer_us(block));
-  if (reduces) t += (n - 1) * block * (1.0 / (m.effective_reduce_gbytes_per_s() * 1e3));
-  return t;
+  const double reduced = reduces ? block : 0.0;
+  const LinkCost ring = flat_ring_link(h, block);  // each rank holds a block
+  return (n - 1) *
+         m.paced(ring.latency_us + chunks_of(m, block, m.chunk_bytes) * m.chunk_overhead_us,
+                 ring.wire_us(block) + m.reduce_alone_us(reduced),
+                 ring.transfer_us(block) + m.reduce_us(reduced));
 }
 
 // Across the islands' leaders, then inside each island.
@@ -473,7 +529,7 @@ Hierarchy make_hierarchy(const std::vector<std::string>& hosts,
 namespace predictions {
 
 double ring_allreduce(const Hierarchy& h, const CostModel& m, double bytes) {
-  return ring_allreduce_us(m, h.size(), bytes, h.summary.ring, m.chunk_bytes);
+  return ring_allreduce_us(m, h.size(), bytes, flat_ring_link(h, bytes), m.chunk_bytes);
 }
 
 double rd_allreduce(const Hierarchy& h, const CostModel& m, double bytes) {
@@ -489,7 +545,8 @@ double hierarchical_allreduce(const Hierarchy& h, const CostModel& m, double byt
   // M1 shards of those (M1 = hosts of the smallest island) over the island's fabric; then lanes
   // of one rank per island across the slow tier, the M0 lanes of a host sharing its uplink.
   // Where ranks share cores, each level's work is crowded by the ranks that take part in it
-  // (the others wait asleep).
+  // (the others wait, asleep or yielding their turns: measured on 6 ranks of 2 cores, crowding
+  // the levels of a driven call by every rank predicted 1.3-1.5x the time at 256 KiB-1 MiB).
   const Hierarchy::Summary& s = h.summary;
   const double chunk = m.chunk_bytes;
   const double n = h.size();
@@ -497,7 +554,7 @@ double hierarchical_allreduce(const Hierarchy& h, const CostModel& m, double byt
   // Segments keep every rank busy with one phase or another: no level has the cores to itself.
   const int segments = hierarchical_segments(h, m, bytes);
   const auto crowd_of = [&](double active) {
-    return segments > 1 ? m.ranks_per_core : m.ranks_per_core_of(active, n, bytes);
+    return segments > 1 ? m.ranks_per_core : m.ranks_per_core_of(active, n);
   };
   auto level_us = [&](int group, double shards, double data, const LinkCost& link, double active) {
     if (group <= 1) return 0.0;
@@ -505,9 +562,10 @@ double hierarchical_allreduce(const Hierarchy& h, const CostModel& m, double byt
     const double relief = crowd / m.ranks_per_core;
     const double shard = data / shards;
     const double steps = group - 1.0;
-    return 2 * steps * (link.latency_us + chunks_of(m, shard, chunk) * m.chunk_overhead_us) +
-           m.overlapped_at(2 * steps * relieved(link, relief).transfer_us(shard),
-                           steps * shard * reduce_us_per_byte * relief, crowd);
+    return m.paced(2 * steps * (link.latency_us + chunks_of(m, shard, chunk) * m.chunk_overhead_us),
+                   std::max(2 * steps * link.wire_us(shard), m.reduce_alone_us(steps * shard)),
+                   m.overlapped_at(2 * steps * relieved(link, relief).transfer_us(shard),
+                                   steps * shard * reduce_us_per_byte * relief, crowd));
   };
   // Host level: every rank of a host with two or more; island level: M0 ranks of every host in
   // an island of two hosts or more, the M0 groups at once, each rank of a host sending over its
@@ -536,9 +594,10 @@ double hierarchical_allreduce(const Hierarchy& h, const CostModel& m, double byt
 double shared_memory_allreduce(const Hierarchy& h, const CostModel& m, double bytes) {
   // One publication, then each rank reads and reduces every peer's buffer: the latency of the
   // host tier once (waiting for the last rank), no chunks.
-  const double reduce_us_per_byte = 1.0 / (m.effective_reduce_gbytes_per_s() * 1e3);
-  return h.same_host.latency_us +
-         (h.size() - 1) * (h.same_host.transfer_us(bytes) + bytes * reduce_us_per_byte);
+  const double peers = h.size() - 1;
+  return m.paced(h.same_host.latency_us,
+                 peers * (h.same_host.wire_us(bytes) + m.reduce_alone_us(bytes)),
+                 peers * (h.same_host.transfer_us(bytes) + m.reduce_us(bytes)));
 }
 
 double ring_reduce_scatter(const Hierarchy& h, const CostModel& m, double bytes) {
@@ -558,7 +617,7 @@ double hierarchical_allgather(const Hierarchy& h, const CostModel& m, double byt
 }
 
 double chain_broadcast(const Hierarchy& h, const CostModel& m, double bytes) {
-  return chain_us(m, h.size(), bytes, h.summary.ring, m.chunk_bytes, false);
+  return chain_us(m, h.size(), bytes, flat_ring_link(h, bytes), m.chunk_bytes, false);
 }
 
 double tree_broadcast(const Hierarchy& h, const CostModel& m, double bytes) {
@@ -575,7 +634,7 @@ double shared_memory_broadcast(const Hierarchy& h, const CostModel&, double byte
 }
 
 double chain_reduce(const Hierarchy& h, const CostModel& m, double bytes) {
-  return chain_us(m, h.size(), bytes, h.summary.ring, m.chunk_bytes, true);
+  return chain_us(m, h.size(), bytes, flat_ring_link(h, bytes), m.chunk_bytes, true);
 }
 
 double tree_reduce(const Hierarchy& h, const CostModel& m, double bytes) {

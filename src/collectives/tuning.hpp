@@ -48,6 +48,8 @@ struct LinkCost {
   double rate() const { return std::min(gbytes_per_s, cpu_gbytes_per_s); }
   // Microseconds to move `bytes` over the link once its latency is paid.
   double transfer_us(double bytes) const { return bytes / (rate() * 1e3); }
+  // The same where the rank has a core to itself: the wire alone sets the pace.
+  double wire_us(double bytes) const { return bytes / (gbytes_per_s * 1e3); }
 };
 
 // The tiers of links, by where the two ranks sit.
@@ -109,6 +111,19 @@ struct CostModel {
   // blockwise (communicator/group_engines.hpp). Else the model prices Holmes's ring there.
   bool two_level_islands = true;
   double effective_reduce_gbytes_per_s() const { return reduce_gbytes_per_s / ranks_per_core; }
+  // Microseconds to reduce `bytes`, on the crowded cores and on a core of the rank's own.
+  double reduce_us(double bytes) const { return bytes / (effective_reduce_gbytes_per_s() * 1e3); }
+  double reduce_alone_us(double bytes) const { return bytes / (reduce_gbytes_per_s * 1e3); }
+  // A step's time where ranks share cores (a roofline): its latency, then its bytes at the pace
+  // of a core of its own (`alone_us`); or, where longer, the crowded cores' time for the bytes
+  // (`crowded_us`). While a rank waits out a step's latency (its peer's wake-up, the wire) the
+  // others use the cores: a rank is slowed by the crowd only where the cores' work is more than
+  // the waiting hides. Measured on 6 ranks of 2 cores (BENCHMARKS.md, "Ranks that share cores"):
+  // recursive doubling at 16-32 KiB took 86-119 us, the crowded bytes after the latencies 1.5-1.7x
+  // that.
+  double paced(double latency_us, double alone_us, double crowded_us) const {
+    return std::max(latency_us + alone_us, crowded_us);
+  }
   // `link` as a rank sees it where ranks share cores. The cores move a link's bytes (copies
   // through shared memory or the kernel's tcp) at the link's own rate or at the host tcp tier's,
   // the faster: what one rank on a core of its own moves through the kernel. That, shared by the
@@ -129,18 +144,19 @@ struct CostModel {
     const double hidden = std::clamp(2.0 - crowd, 0.0, 1.0);  // of the shorter one
     return std::max(a, b) + std::min(a, b) * (1 - hidden);
   }
-  // Ranks per core in a phase of a call of `bytes` where only `active` of the communicator's
-  // `ranks` work (the island level and the lanes of a hierarchical allreduce in one segment): in
-  // a call too large to drive (kCallerDriveMaxBytes) the others wait asleep, and fewer ranks want
-  // the cores, down to one per core; in a driven call they poll and yield, taking their turns. The
-  // bandwidths the model holds are divided by ranks_per_core, so such a phase's transfer and
-  // reduction times take the factor crowd / ranks_per_core.
-  double ranks_per_core_of(double active, double ranks, double bytes) const {
-    if (ranks_per_core <= 1 || !(ranks > 0) || bytes <= kCallerDriveMaxBytes) {
-      return ranks_per_core;
-    }
+  // Ranks per core in a phase where only `active` of the communicator's `ranks` work (the
+  // island level and the lanes of a hierarchical allreduce in one segment; the rounds of recursive
+  // doubling in a driven call): the others wait, asleep or yielding their turns, and fewer ranks
+  // want the cores, down to one per core. The bandwidths the model holds are divided by
+  // ranks_per_core, so such a phase's transfer and reduction times take the factor
+  // crowd / ranks_per_core.
+  double ranks_per_core_of(double active, double ranks) const {
+    if (ranks_per_core <= 1 || !(ranks > 0)) return ranks_per_core;
     return std::max(1.0, ranks_per_core * std::min(1.0, active / ranks));
   }
+  // Whether a call whose ranks each hold `call_bytes` drives its transports from the caller's
+  // thread (kCallerDriveMaxBytes; the dispatch decides the same way).
+  static bool driven(double call_bytes) { return call_bytes <= kCallerDriveMaxBytes; }
 
   // Defaults overridden by the HOLMES_COST_* settings given; throws HM_ERR_INVALID_ARGUMENT
   // naming a bad one.
@@ -180,8 +196,11 @@ struct Hierarchy {
     int largest_island = 1;
     int smallest_island = 1;  // also the lanes of the hierarchical collectives
     LinkCost ring;            // worst link of the ring order
-    LinkCost any;             // worst link between any two ranks
-    LinkCost intra;           // worst link inside an island
+    // The cores' mean over the ring's links (GB/s): what a ring step of a driven call costs them,
+    // every link's copies beside the slowest's (flat_ring_link in tuning.cpp).
+    double ring_cores_gbytes_per_s = std::numeric_limits<double>::infinity();
+    LinkCost any;    // worst link between any two ranks
+    LinkCost intra;  // worst link inside an island
     // The rings inside the islands (each island's ranks in order, hosts together): their worst
     // latency and wire, and the cores' mean over their links. Where ranks share cores a ring
     // step takes the work of all its transfers on them, the cheap same-host copies beside the

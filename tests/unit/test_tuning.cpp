@@ -165,15 +165,83 @@ TEST(CostModel, RanksOfAHostThatCrossInOneRoundShareItsUplink) {
   EXPECT_EQ(links.rounds[1].gbytes_per_s, m.shm.gbytes_per_s);
 }
 
-TEST(CostModel, WaitingRanksFreeSharedCoresOnlyInCallsTooLargeToDrive) {
+TEST(CostModel, WaitingRanksFreeSharedCores) {
   CostModel m;
-  m.ranks_per_core = 3;  // 6 ranks on 2 cores
-  // 4 of the 6 work: in a driven call the other two poll and take their turns.
-  EXPECT_EQ(m.ranks_per_core_of(4, 6, kCallerDriveMaxBytes), 3);
-  EXPECT_EQ(m.ranks_per_core_of(4, 6, 4.0 * kCallerDriveMaxBytes), 2);
-  EXPECT_EQ(m.ranks_per_core_of(1, 6, 4.0 * kCallerDriveMaxBytes), 1);  // never below one
-  CostModel spread;  // a core per rank: nothing to free
-  EXPECT_EQ(spread.ranks_per_core_of(1, 6, 4.0 * kCallerDriveMaxBytes), 1);
+  m.ranks_per_core = 3;                     // 6 ranks on 2 cores
+  EXPECT_EQ(m.ranks_per_core_of(4, 6), 2);  // 4 of the 6 work
+  EXPECT_EQ(m.ranks_per_core_of(1, 6), 1);  // never below one
+  CostModel spread;                         // a core per rank: nothing to free
+  EXPECT_EQ(spread.ranks_per_core_of(1, 6), 1);
+  EXPECT_TRUE(CostModel::driven(kCallerDriveMaxBytes));
+  EXPECT_FALSE(CostModel::driven(kCallerDriveMaxBytes + 1.0));
+}
+
+// 3 ranks on one host of one core, shared memory without latency: recursive doubling folds
+// ranks 0 and 1 (2 of 3 work), then 1 and 2 exchange (2 of 3). In a driven call the waiting rank
+// yields its turns and the two that work share the core; in a carried call all three crowd it.
+TEST(CostModel, RecursiveDoublingsWaitingRanksFreeTheCoresInDrivenCallsOnly) {
+  CostModel m;
+  m.chunk_overhead_us = 0;
+  m.ranks_per_core = 3;
+  const double shm = 6;  // GB/s, faster than the host tcp tier: the cores move it at its rate
+  const Hierarchy h = make_hierarchy({"a", "a", "a"}, {"X", "X", "X"}, m.crowded({0, shm}), {}, {});
+  // Per byte of the buffer: the fold sends it and back and reduces it, the round sends it and
+  // reduces it; each of those on cores shared by `crowd`.
+  const auto expected = [&](double bytes, double crowd) {
+    return bytes / 1e3 * crowd * (3 / shm + 2 / m.reduce_gbytes_per_s);
+  };
+  const double driven = kCallerDriveMaxBytes;
+  EXPECT_DOUBLE_EQ(predict(h, m, CollectiveKind::kAllreduce, Algorithm::kRecursiveDoubling, driven),
+                   expected(driven, 2));
+  const double carried = 2.0 * kCallerDriveMaxBytes;
+  EXPECT_DOUBLE_EQ(
+      predict(h, m, CollectiveKind::kAllreduce, Algorithm::kRecursiveDoubling, carried),
+      expected(carried, 3));
+}
+
+// Where ranks share cores a step costs its latency and its bytes at a core's own pace, or the
+// crowd's work on the cores, whichever is longer: small messages see the latency only.
+TEST(CostModel, WhileARankWaitsOutALatencyTheOthersUseTheCores) {
+  EXPECT_EQ(CostModel{}.paced(10, 2, 6), 12);  // the cores' 6 fit in the wait
+  EXPECT_EQ(CostModel{}.paced(10, 2, 30), 30);
+  // 6 ranks, 3 hosts of 2 in 2 islands (tests/mp/layout.sh) on 2 cores, and the same ranks
+  // with a core each: at 4 KiB every algorithm is predicted as on cores of its own, at 16 MiB at
+  // least twice that.
+  CostModel crowded;
+  crowded.ranks_per_core = 3;
+  const auto layout = [](const CostModel& m) {
+    return make_hierarchy({"h0", "h0", "h1", "h1", "h2", "h2"}, {"A", "A", "A", "A", "B", "B"},
+                          m.crowded(m.shm), m.crowded(m.island_rdma), m.crowded(m.inter_island));
+  };
+  const CostModel spread;
+  for (const auto algorithm : {Algorithm::kRing, Algorithm::kRecursiveDoubling,
+                               Algorithm::kHalvingDoubling, Algorithm::kHierarchical}) {
+    const auto time = [&](const CostModel& m, double bytes) {
+      return predict(layout(m), m, CollectiveKind::kAllreduce, algorithm, bytes);
+    };
+    EXPECT_DOUBLE_EQ(time(crowded, 4096), time(spread, 4096)) << algorithm_name(algorithm);
+    EXPECT_GT(time(crowded, 16 << 20), 2 * time(spread, 16 << 20)) << algorithm_name(algorithm);
+  }
+}
+
+// The flat ring of a driven call costs the cores the mean of its links (each step moves every
+// link's bytes); a carried call goes at its slowest link's crowded pace.
+TEST(CostModel, AFlatRingOnSharedCoresCostsTheMeanOfItsLinksInDrivenCalls) {
+  CostModel m;
+  m.ranks_per_core = 3;
+  const Hierarchy h =
+      make_hierarchy({"h0", "h0", "h1", "h1", "h2", "h2"}, {"A", "A", "A", "A", "B", "B"},
+                     m.crowded(m.shm), m.crowded(m.island_rdma), m.crowded(m.inter_island));
+  // The ring order 0..5: three links inside hosts, one inside island A, two between islands.
+  const double mean = 6 / (3 / h.same_host.cpu_gbytes_per_s + 1 / h.same_island.cpu_gbytes_per_s +
+                           2 / h.other_island.cpu_gbytes_per_s);
+  EXPECT_DOUBLE_EQ(h.summary.ring_cores_gbytes_per_s, mean);
+  EXPECT_GT(mean, h.summary.ring.cpu_gbytes_per_s);
+  // Per byte, a carried call pays the slowest link's pace.
+  const auto per_byte = [&](double bytes) {
+    return predict(h, m, CollectiveKind::kAllreduce, Algorithm::kRing, bytes) / bytes;
+  };
+  EXPECT_GT(per_byte(2.0 * kCallerDriveMaxBytes), 1.3 * per_byte(kCallerDriveMaxBytes));
 }
 
 TEST(CostModel, SharedCoresCapALinkButDoNotSlowAWireSlowerThanTheirShare) {
