@@ -2,7 +2,8 @@
 # The benchmarks' tables and plots: a short long-haul run (bench/emulate/long-haul.sh, loopback,
 # no root: 2 collectives x 2 latencies at 1 MiB) writes a CSV with a row per case, whose numbers
 # are a real run's, and draws it; bench/plot_table.py refuses what it cannot draw with an error
-# that names the problem. The full runs that make docs/bench/'s plots: BENCHMARKS.md.
+# that names the problem; bench/model-check.py's short run (6 ranks, 2 sizes, one round) writes a
+# row per run and size and draws them. The full runs that make docs/bench/'s plots: BENCHMARKS.md.
 # Usage: bench_plots_test.sh BUILD_DIR SOURCE_DIR
 set -euo pipefail
 BUILD=$1
@@ -62,4 +63,33 @@ expect_error "--where wants COL=VALUE" --x rtt_ms --y busbw --where collective
 plot --x collective --y busbw --bars --label "{one_way_us} us" >/dev/null ||
   fail "plot_table.py --bars failed"
 [[ -s $tmp/bad.png ]] || fail "plot_table.py --bars drew nothing"
+# model-check.py: every forced algorithm and auto, two sizes, one round; a row per run and size
+# whose algorithm is the forced one (auto's is one of them), the fastest forced at 1.0.
+"$SRC/bench/model-check.py" -B "$BUILD" -r 1 -s 4K -e 8K -n 2 -w 0 -t 120 -o "$tmp/mc" \
+  >"$tmp/mc.log" 2>&1 || {
+  cat "$tmp/mc.log"
+  fail "model-check.py -o failed"
+}
+/usr/bin/python3 - "$tmp/mc/model-check.csv" <<'EOF' || fail "model-check.csv is not what ran"
+import csv, sys
+rows = list(csv.DictReader(open(sys.argv[1])))
+forced = ["ring", "rd", "rhd", "hier"]
+assert sorted((r["run"], int(r["size"])) for r in rows) == sorted(
+    (run, size) for run in forced + ["auto"] for size in (4096, 8192)), rows
+for r in rows:
+    assert r["algorithm"] == r["run"] or (r["run"] == "auto" and r["algorithm"] in forced), r
+    time, predicted = float(r["time_us"]), float(r["predicted_us"])
+    assert time > 0 and predicted > 0, r
+    assert abs(float(r["predicted_over_time"]) - predicted / time) < 1e-3 * predicted / time, r
+for size in ("4096", "8192"):
+    fastest = min(float(r["over_fastest"]) for r in rows if r["size"] == size and r["run"] in forced)
+    assert fastest == 1.0, (size, fastest)
+EOF
+for png in model-check.png model-check-model.png; do
+  [[ "$(head -c 8 "$tmp/mc/$png" | od -An -tx1 | tr -d ' \n')" == 89504e470d0a1a0a ]] ||
+    fail "$png is no PNG"
+done
+grep -q '^| 8 KiB | ' "$tmp/mc.log" || fail "model-check.py printed no row for 8 KiB"
+out="$("$SRC/bench/model-check.py" -B "$tmp/nowhere" 2>&1)" && fail "model-check.py -B nowhere ran"
+[[ $out == *"$tmp/nowhere/bin/holmes-run is missing"* ]] || fail "model-check.py said '$out'"
 echo "bench plots: ok"
