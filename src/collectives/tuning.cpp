@@ -183,9 +183,9 @@ Hierarchy::Summary summarize(const Hierarchy& h) {
 // a step costs the cores all its copies, the cheap same-host ones beside the slow link's. In a
 // carried call each rank's transport thread and its caller take turns on the cores, and the
 // slowest link's crowded pace sets the ring's. Measured on 6 ranks of 2 cores, 3 hosts, 2
-// islands (BENCHMARKS.md, "Ranks that share cores"): the mean predicts 0.82-0.91 of the ring's
-// time at 64 KiB-1 MiB (the slowest link: 1.5-1.7x), the slowest link 1.0-1.2 at 2-16 MiB (the
-// mean: 0.65-0.74).
+// islands (BENCHMARKS.md, "Ranks that share cores"), the same tiers for both: the mean predicts
+// 0.82-0.91 of the ring's time at 64 KiB-1 MiB (the slowest link: 1.5-1.7x), the slowest link
+// 1.2-1.4x at 2-16 MiB (the mean: 0.65-0.74); with each run's probe, 0.95-1.2x there.
 LinkCost flat_ring_link(const Hierarchy& h, double call_bytes) {
   LinkCost link = h.summary.ring;
   if (CostModel::driven(call_bytes)) link.cpu_gbytes_per_s = h.summary.ring_cores_gbytes_per_s;
