@@ -50,6 +50,14 @@ class BlockwiseEngine final : public GroupEngine {
     ChainCalls calls(group, std::max(layout.blocks(), 1));
     blockwise_allgather(calls, buffer, layout, dtype);
   }
+  // One chain from `root`, as the NCCL engine's one ncclBroadcast (the island's part of a
+  // hierarchical broadcast of device buffers).
+  bool broadcast(CollectiveContext& group, std::byte* buffer, std::size_t bytes,
+                 int root) override {
+    ChainCalls calls(group, 1);
+    calls.broadcast(buffer, bytes, HM_UINT8, root);
+    return true;
+  }
 };
 
 }  // namespace

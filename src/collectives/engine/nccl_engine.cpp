@@ -190,6 +190,17 @@ class NcclEngine final : public GroupEngine {
     Calls calls(*this, device_of(buffer));
     blockwise_allgather(calls, buffer, layout, dtype);
   }
+  // The island's part of a hierarchical broadcast of device buffers: one ncclBroadcast of the
+  // bytes from the group's position `root` (the NCCL communicator's ranks are the positions).
+  bool broadcast(CollectiveContext& group, std::byte* buffer, std::size_t bytes,
+                 int root) override {
+    (void)group;
+    Calls calls(*this, device_of(buffer));
+    calls.begin();
+    calls.broadcast(buffer, bytes, HM_UINT8, root);
+    calls.end();
+    return true;
+  }
 
  private:
   // One batch of NCCL calls on the calling thread's stream of `device`.
