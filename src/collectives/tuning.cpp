@@ -186,9 +186,9 @@ Hierarchy::Summary summarize(const Hierarchy& h) {
 // islands (BENCHMARKS.md, "Ranks that share cores"), the same tiers for both: the mean predicts
 // 0.82-0.91 of the ring's time at 64 KiB-1 MiB (the slowest link: 1.5-1.7x), the slowest link
 // 1.2-1.4x at 2-16 MiB (the mean: 0.65-0.74); with each run's probe, 0.95-1.2x there.
-LinkCost flat_ring_link(const Hierarchy& h, double call_bytes) {
+LinkCost flat_ring_link(const Hierarchy& h, const CostModel& m, double call_bytes) {
   LinkCost link = h.summary.ring;
-  if (CostModel::driven(call_bytes)) link.cpu_gbytes_per_s = h.summary.ring_cores_gbytes_per_s;
+  if (m.driven(call_bytes)) link.cpu_gbytes_per_s = h.summary.ring_cores_gbytes_per_s;
   return link;
 }
 
@@ -247,7 +247,7 @@ struct RecursiveCrowds {
   PhaseCrowd rounds;
 };
 RecursiveCrowds recursive_crowds(const CostModel& m, int n, double bytes) {
-  if (!CostModel::driven(bytes)) return {{m, 1}, {m, 1}};
+  if (!m.driven(bytes)) return {{m, 1}, {m, 1}};
   const int p2 = floor_power_of_two(n);
   return {phase_crowd(m, 2.0 * (n - p2), n), phase_crowd(m, p2, n)};
 }
@@ -417,7 +417,7 @@ double ring_blocks_us(const Hierarchy& h, const CostModel& m, double bytes, bool
   const int n = h.size();
   const double block = bytes / n;
   const double reduced = reduces ? block : 0.0;
-  const LinkCost ring = flat_ring_link(h, block);  // each rank holds a block
+  const LinkCost ring = flat_ring_link(h, m, block);  // each rank holds a block
   return (n - 1) *
          m.paced(ring.latency_us + chunks_of(m, block, m.chunk_bytes) * m.chunk_overhead_us,
                  ring.wire_us(block) + m.reduce_alone_us(reduced),
@@ -529,7 +529,7 @@ Hierarchy make_hierarchy(const std::vector<std::string>& hosts,
 namespace predictions {
 
 double ring_allreduce(const Hierarchy& h, const CostModel& m, double bytes) {
-  return ring_allreduce_us(m, h.size(), bytes, flat_ring_link(h, bytes), m.chunk_bytes);
+  return ring_allreduce_us(m, h.size(), bytes, flat_ring_link(h, m, bytes), m.chunk_bytes);
 }
 
 double rd_allreduce(const Hierarchy& h, const CostModel& m, double bytes) {
@@ -617,7 +617,7 @@ double hierarchical_allgather(const Hierarchy& h, const CostModel& m, double byt
 }
 
 double chain_broadcast(const Hierarchy& h, const CostModel& m, double bytes) {
-  return chain_us(m, h.size(), bytes, flat_ring_link(h, bytes), m.chunk_bytes, false);
+  return chain_us(m, h.size(), bytes, flat_ring_link(h, m, bytes), m.chunk_bytes, false);
 }
 
 double tree_broadcast(const Hierarchy& h, const CostModel& m, double bytes) {
@@ -634,7 +634,7 @@ double shared_memory_broadcast(const Hierarchy& h, const CostModel&, double byte
 }
 
 double chain_reduce(const Hierarchy& h, const CostModel& m, double bytes) {
-  return chain_us(m, h.size(), bytes, flat_ring_link(h, bytes), m.chunk_bytes, true);
+  return chain_us(m, h.size(), bytes, flat_ring_link(h, m, bytes), m.chunk_bytes, true);
 }
 
 double tree_reduce(const Hierarchy& h, const CostModel& m, double bytes) {

@@ -37,6 +37,10 @@ namespace holmes {
 // while the caller reduces. (The dispatch decides; the cost model knows that ranks waiting in
 // such a call keep taking turns on the cores.)
 inline constexpr std::size_t kCallerDriveMaxBytes = std::size_t{1} << 20;
+// Device buffers stage through host memory, and a caller waiting for a staging copy sleeps on a
+// condition variable: while it drives, that holds the tcp io thread parked for up to its lease
+// (1 ms) per wait, so only small device calls drive.
+inline constexpr std::size_t kDeviceCallerDriveMaxBytes = std::size_t{64} << 10;
 
 struct LinkCost {
   double latency_us = 0;
@@ -154,9 +158,21 @@ struct CostModel {
     if (ranks_per_core <= 1 || !(ranks > 0)) return ranks_per_core;
     return std::max(1.0, ranks_per_core * std::min(1.0, active / ranks));
   }
-  // Whether a call whose ranks each hold `call_bytes` drives its transports from the caller's
-  // thread (kCallerDriveMaxBytes; the dispatch decides the same way).
-  static bool driven(double call_bytes) { return call_bytes <= kCallerDriveMaxBytes; }
+  // Calls up to this many bytes per rank drive their transports from the caller's thread (the
+  // dispatch decides the same way): kCallerDriveMaxBytes, kDeviceCallerDriveMaxBytes for device
+  // buffers.
+  double drive_max_bytes = kCallerDriveMaxBytes;
+  bool driven(double call_bytes) const { return call_bytes <= drive_max_bytes; }
+  // The model for a call on device buffers: the islands' phases run on the engine device buffers
+  // get there (NCCL, CUDA IPC or Holmes's ring, staged; group_engines.hpp), never the two-level
+  // one, and only small calls drive. The rest is the host's model: the engines' own speeds are
+  // not in it.
+  CostModel for_device_buffers() const {
+    CostModel model = *this;
+    model.two_level_islands = false;
+    model.drive_max_bytes = kDeviceCallerDriveMaxBytes;
+    return model;
+  }
 
   // Defaults overridden by the HOLMES_COST_* settings given; throws HM_ERR_INVALID_ARGUMENT
   // naming a bad one.

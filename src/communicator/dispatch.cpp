@@ -8,14 +8,6 @@
 #include "core/status.hpp"
 
 namespace holmes::detail {
-namespace {
-
-// Device buffers stage through host memory, and a caller waiting for a staging copy sleeps on a
-// condition variable: while it drives, that holds the tcp io thread parked for up to its lease
-// (1 ms) per wait, so only small device calls drive.
-constexpr std::size_t kDeviceCallerDriveMaxBytes = std::size_t{64} << 10;
-}  // namespace
-
 void CommunicatorImpl::validate(const CollectiveCall& call) const {
   const char* name = collective_name(call.kind);
   require(dtype_valid(call.dtype), "{}: unknown dtype {} (valid: 0..{})", name,
@@ -93,10 +85,13 @@ void CommunicatorImpl::execute(const CollectiveCall& call, std::uint64_t sequenc
   // So does the link probe: it is what gives the model its numbers.
   const bool internal =
       call.kind == CollectiveKind::kSplit || call.kind == CollectiveKind::kLinkProbe;
-  const Algorithm algorithm = internal ? Algorithm::kRing
-                              : takes_group_engine(call, device)
-                                  ? Algorithm::kHierarchical
-                                  : query_algorithm(call.kind, call.count, call.dtype).algorithm;
+  const Algorithm algorithm =
+      internal ? Algorithm::kRing
+      : takes_group_engine(call, device)
+          ? Algorithm::kHierarchical
+          : query_algorithm(call.kind, call.count, call.dtype, device != nullptr).algorithm;
+  // The algorithms' inner choices (the lanes', the rooted phases') from the same model.
+  const CostModel model = device != nullptr ? cost_model_.for_device_buffers() : cost_model_;
   // The algorithm is part of the signature: ranks that chose differently (a different
   // HOLMES_ALGO or cost numbers) fail with HM_ERR_MISMATCH where their messages meet.
   const auto signature =
@@ -122,7 +117,7 @@ void CommunicatorImpl::execute(const CollectiveCall& call, std::uint64_t sequenc
          algorithm_name(algorithm));
   }
   try {
-    entry->run(ctx, hierarchy_, cost_model_, call);
+    entry->run(ctx, hierarchy_, model, call);
   } catch (const Error& failure) {
     const Error e = settle(failure);
     poison(e.status(), e.what());

@@ -172,8 +172,8 @@ TEST(CostModel, WaitingRanksFreeSharedCores) {
   EXPECT_EQ(m.ranks_per_core_of(1, 6), 1);  // never below one
   CostModel spread;                         // a core per rank: nothing to free
   EXPECT_EQ(spread.ranks_per_core_of(1, 6), 1);
-  EXPECT_TRUE(CostModel::driven(kCallerDriveMaxBytes));
-  EXPECT_FALSE(CostModel::driven(kCallerDriveMaxBytes + 1.0));
+  EXPECT_TRUE(m.driven(kCallerDriveMaxBytes));
+  EXPECT_FALSE(m.driven(kCallerDriveMaxBytes + 1.0));
 }
 
 // 3 ranks on one host of one core, shared memory without latency: recursive doubling folds
@@ -222,6 +222,40 @@ TEST(CostModel, WhileARankWaitsOutALatencyTheOthersUseTheCores) {
     EXPECT_DOUBLE_EQ(time(crowded, 4096), time(spread, 4096)) << algorithm_name(algorithm);
     EXPECT_GT(time(crowded, 16 << 20), 2 * time(spread, 16 << 20)) << algorithm_name(algorithm);
   }
+}
+
+// Device buffers: the islands' phases never run on the two-level engine (the model prices the
+// ring there, as for HOLMES_GROUP_ENGINE=ring), and only calls up to 64 KiB drive.
+TEST(CostModel, DeviceBuffersArePricedOnTheirEnginesAndDriveLess) {
+  CostModel host;
+  host.ranks_per_core = 3;
+  const CostModel device = host.for_device_buffers();
+  EXPECT_FALSE(device.two_level_islands);
+  EXPECT_TRUE(device.driven(kDeviceCallerDriveMaxBytes));
+  EXPECT_FALSE(device.driven(kDeviceCallerDriveMaxBytes + 1.0));
+  EXPECT_TRUE(host.driven(kDeviceCallerDriveMaxBytes + 1.0));
+  CostModel ring_islands = host;
+  ring_islands.two_level_islands = false;
+  // Two islands of 2 hosts x 2 ranks: the two-level engine's shape.
+  const Hierarchy h = cluster(2, 2, 2, host);
+  ASSERT_EQ(h.summary.two_level_per_host, 2);
+  const double bytes = 64.0 * (1 << 20);
+  for (const auto kind : {CollectiveKind::kAllgather, CollectiveKind::kReduceScatter}) {
+    EXPECT_EQ(predict(h, device, kind, Algorithm::kHierarchical, bytes),
+              predict(h, ring_islands, kind, Algorithm::kHierarchical, bytes))
+        << collective_name(kind);
+    EXPECT_NE(predict(h, device, kind, Algorithm::kHierarchical, bytes),
+              predict(h, host, kind, Algorithm::kHierarchical, bytes))
+        << collective_name(kind);
+  }
+  // A flat ring of 1 MiB: driven with host buffers (the cores' mean over its links), carried
+  // with device buffers (its slowest link's pace).
+  const Hierarchy crowded = make_hierarchy(
+      {"h0", "h0", "h1", "h1", "h2", "h2"}, {"A", "A", "A", "A", "B", "B"}, host.crowded(host.shm),
+      host.crowded(host.island_rdma), host.crowded(host.inter_island));
+  const double mid = 1 << 20;
+  EXPECT_GT(predict(crowded, device, CollectiveKind::kAllreduce, Algorithm::kRing, mid),
+            predict(crowded, host, CollectiveKind::kAllreduce, Algorithm::kRing, mid));
 }
 
 // The flat ring of a driven call costs the cores the mean of its links (each step moves every
