@@ -330,10 +330,13 @@ HM_API hm_status_t hm_comm_get_async_error(hm_comm_t comm, hm_status_t* async_er
  * the work enqueued on the stream before it, and work enqueued after it waits for it. A host
  * proxy thread runs the network part; the GPU, not a CPU core, waits. A failure after the call
  * returned shows in hm_comm_get_async_error (the stream goes on; the results are undefined).
- * Calls on host buffers and the nonblocking hm_i* calls keep their semantics. One stream per
- * communicator (rather than a stream argument on every call) keeps the calls' signatures those
- * of the host path, in C and in every binding; set it again to switch streams. The calling
- * thread's current device must be the stream's. No usable CUDA device: HM_ERR_UNSUPPORTED. */
+ * Calls on host buffers keep their semantics. A nonblocking collective (hm_iallreduce, ...) on
+ * device buffers starts after the work enqueued on the stream before it and does not hold the
+ * stream: its request completes when it is done (hm_isend and hm_irecv keep their semantics).
+ * One stream per communicator (rather than a stream argument on every call) keeps the calls'
+ * signatures those of the host path, in C and in every binding; set it again to switch streams.
+ * The calling thread's current device must be the stream's. No usable CUDA device:
+ * HM_ERR_UNSUPPORTED. */
 HM_API hm_status_t hm_comm_set_cuda_stream(hm_comm_t comm, void* stream);
 /* Back to blocking calls on device buffers; calls already enqueued still run. */
 HM_API hm_status_t hm_comm_clear_cuda_stream(hm_comm_t comm);

@@ -149,8 +149,14 @@ std::shared_ptr<RequestImpl> CommunicatorImpl::collective(const CollectiveCall& 
   request->request = std::make_shared<Completion>();
   request->collective = true;
   request->what = collective_name(call.kind);
-  queue_.submit([this, call, sequence, device, done = request->request] {
+  // A nonblocking call on device buffers while a stream is set starts after the work enqueued on
+  // the stream before it (its inputs are written), as torch's asynchronous collectives do; the
+  // stream is not held: the caller waits on the request before reading the results.
+  std::shared_ptr<DeviceMemory::StreamPoint> start;
+  if (device != nullptr && cuda_stream_.has_value()) start = device->mark(*cuda_stream_);
+  queue_.submit([this, call, sequence, device, start, done = request->request] {
     try {
+      if (start != nullptr) wait_for_stream(*start, collective_name(call.kind));
       execute(call, sequence, device);
       done->complete();
     } catch (const Error& e) {

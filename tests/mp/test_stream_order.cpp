@@ -5,9 +5,11 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <cstdint>
 #include <cstring>
 #include <future>
 #include <numeric>
+#include <thread>
 #include <vector>
 
 #include "communicator/runtime.hpp"
@@ -235,6 +237,65 @@ TEST(StreamOrderKinds, SendAndReceiveRunInStreamOrder) {
     for (std::size_t i = 0; i < got.size(); ++i) wrong += got[i] != expected[i] ? 1 : 0;
     EXPECT_EQ(wrong, 0u) << "elements unlike the partner's input";
   }
+}
+
+// A nonblocking collective on device buffers while a stream is set starts after the work
+// enqueued on the stream before it (its input is written there, after the call returned), and
+// leaves the stream free: the work after it runs without waiting for it. Every rank but 0 issues
+// the call, then drains its stream, which could not happen were the stream held (the call cannot
+// finish before rank 0 issues it), and only then tells rank 0 to issue its own.
+TEST(StreamOrderKinds, NonblockingCallsStartAfterTheStreamAndLeaveItFree) {
+  REQUIRE_FAKE_DEVICE();
+  auto& comm = world();
+  const int n = comm.size();
+  const int r = comm.rank();
+  const std::size_t count = 5003;
+  FakeStream stream;
+  DeviceFloats x(*device, count);
+  DeviceFloats y(*device, count);
+  std::promise<void> release;
+  std::shared_future<void> released = release.get_future().share();
+  std::atomic<bool> input_written{false};
+  stream.enqueue([&, released] {
+    released.wait_for(kSyncTimeout);
+    x.write(input_of(r, count));
+    input_written = true;
+  });
+  comm.set_cuda_stream(&stream);
+  std::int32_t token = 0;
+  if (r == 0) {
+    for (int j = 1; j < n; ++j) comm.recv(&token, 1, HM_INT32, j);  // host buffers: blocking
+  }
+  Request request = comm.iallreduce(x.get(), y.get(), count, HM_FLOAT32, HM_SUM);
+  EXPECT_FALSE(input_written.load());
+  EXPECT_FALSE(request.test()) << "done before the work before it on the stream";
+  std::atomic<bool> later_ran{false};
+  stream.enqueue([&] { later_ran = true; });
+  if (r == 0) {
+    // Every other rank has issued its call: one that did not wait for the stream would finish
+    // in this time, on an input not yet written.
+    std::this_thread::sleep_for(200ms);
+    EXPECT_FALSE(request.test()) << "finished before the work before it on the stream";
+  }
+  release.set_value();
+  if (r != 0) {
+    EXPECT_TRUE(stream.synchronize(std::chrono::seconds(30))) << "the stream waited for the call";
+    EXPECT_TRUE(later_ran.load());
+    comm.send(&token, 1, HM_INT32, 0);
+  }
+  request.wait();
+  comm.clear_cuda_stream();
+  EXPECT_TRUE(stream.synchronize(kSyncTimeout));
+  EXPECT_EQ(comm.async_error(), HM_SUCCESS);
+  std::vector<float> total(count, 0.0F);
+  for (int j = 0; j < n; ++j) {
+    const auto input = input_of(j, count);
+    for (std::size_t i = 0; i < count; ++i) total[i] += input[i];
+  }
+  const auto got = y.read();
+  std::size_t wrong = 0;
+  for (std::size_t i = 0; i < count; ++i) wrong += got[i] != total[i] ? 1 : 0;
+  EXPECT_EQ(wrong, 0u) << "elements unlike the sum of the inputs the stream wrote";
 }
 
 // Host buffers keep blocking semantics while a stream is set, and run after the calls queued on
