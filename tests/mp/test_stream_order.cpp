@@ -59,6 +59,38 @@ std::vector<float> input_of(int rank, std::size_t count) {
   return v;
 }
 
+// Every rank's input_of, summed element by element.
+std::vector<float> sum_of_inputs(int ranks, std::size_t count) {
+  std::vector<float> total(count, 0.0F);
+  for (int j = 0; j < ranks; ++j) {
+    const auto input = input_of(j, count);
+    for (std::size_t i = 0; i < count; ++i) total[i] += input[i];
+  }
+  return total;
+}
+
+// The kernel that writes a call's input: a task on the stream that writes input_of(rank) into
+// `x` once release() is called, so that the call is made while the work before it is pending.
+class HeldInput {
+ public:
+  HeldInput(FakeStream& stream, const DeviceFloats& x, int rank) {
+    stream.enqueue([state = state_, &x, rank, released = state_->release.get_future().share()] {
+      released.wait_for(kSyncTimeout);
+      x.write(input_of(rank, x.count));
+      state->written = true;
+    });
+  }
+  void release() { state_->release.set_value(); }
+  bool written() const { return state_->written.load(); }
+
+ private:
+  struct State {
+    std::promise<void> release;
+    std::atomic<bool> written{false};
+  };
+  std::shared_ptr<State> state_ = std::make_shared<State>();
+};
+
 class StreamOrder : public ::testing::TestWithParam<std::size_t> {};
 
 // stream: [gate closed until the test opens it; write x = input] -> allreduce(x) in place
@@ -72,18 +104,11 @@ TEST_P(StreamOrder, AllreduceWaitsForEarlierWorkAndHoldsLaterWork) {
   const std::size_t count = GetParam();
   FakeStream stream;
   DeviceFloats x(*device, count);
-  std::promise<void> release;
-  std::shared_future<void> released = release.get_future().share();
-  std::atomic<bool> input_written{false};
-  stream.enqueue([&, released] {
-    released.wait_for(kSyncTimeout);
-    x.write(input_of(r, count));
-    input_written = true;
-  });
+  HeldInput input(stream, x, r);
   comm.set_cuda_stream(&stream);
   comm.allreduce(x.get(), x.get(), count, HM_FLOAT32, HM_SUM);
   // The call returned while the work before it is still held: it was only enqueued.
-  EXPECT_FALSE(input_written.load());
+  EXPECT_FALSE(input.written());
   stream.enqueue([&] {
     auto v = x.read();
     for (auto& e : v) e += static_cast<float>(r);
@@ -93,16 +118,12 @@ TEST_P(StreamOrder, AllreduceWaitsForEarlierWorkAndHoldsLaterWork) {
   std::vector<float> got;
   stream.enqueue([&] { got = x.read(); });
   comm.clear_cuda_stream();
-  release.set_value();
+  input.release();
   EXPECT_TRUE(stream.synchronize(kSyncTimeout));
   EXPECT_EQ(comm.async_error(), HM_SUCCESS);
   // sum over ranks of (sum over ranks of input + rank) = n * sum(input) + sum(ranks).
   const float rank_sum = static_cast<float>(n * (n - 1) / 2);
-  std::vector<float> total(count, 0.0F);
-  for (int j = 0; j < n; ++j) {
-    const auto input = input_of(j, count);
-    for (std::size_t i = 0; i < count; ++i) total[i] += input[i];
-  }
+  const std::vector<float> total = sum_of_inputs(n, count);
   std::size_t wrong = got.size() == count ? 0 : count;
   for (std::size_t i = 0; i < got.size(); ++i) {
     if (got[i] != static_cast<float>(n) * total[i] + rank_sum) ++wrong;
@@ -253,21 +274,14 @@ TEST(StreamOrderKinds, NonblockingCallsStartAfterTheStreamAndLeaveItFree) {
   FakeStream stream;
   DeviceFloats x(*device, count);
   DeviceFloats y(*device, count);
-  std::promise<void> release;
-  std::shared_future<void> released = release.get_future().share();
-  std::atomic<bool> input_written{false};
-  stream.enqueue([&, released] {
-    released.wait_for(kSyncTimeout);
-    x.write(input_of(r, count));
-    input_written = true;
-  });
+  HeldInput input(stream, x, r);
   comm.set_cuda_stream(&stream);
   std::int32_t token = 0;
   if (r == 0) {
     for (int j = 1; j < n; ++j) comm.recv(&token, 1, HM_INT32, j);  // host buffers: blocking
   }
   Request request = comm.iallreduce(x.get(), y.get(), count, HM_FLOAT32, HM_SUM);
-  EXPECT_FALSE(input_written.load());
+  EXPECT_FALSE(input.written());
   EXPECT_FALSE(request.test()) << "done before the work before it on the stream";
   std::atomic<bool> later_ran{false};
   stream.enqueue([&] { later_ran = true; });
@@ -277,7 +291,7 @@ TEST(StreamOrderKinds, NonblockingCallsStartAfterTheStreamAndLeaveItFree) {
     std::this_thread::sleep_for(200ms);
     EXPECT_FALSE(request.test()) << "finished before the work before it on the stream";
   }
-  release.set_value();
+  input.release();
   if (r != 0) {
     EXPECT_TRUE(stream.synchronize(std::chrono::seconds(30))) << "the stream waited for the call";
     EXPECT_TRUE(later_ran.load());
@@ -287,11 +301,7 @@ TEST(StreamOrderKinds, NonblockingCallsStartAfterTheStreamAndLeaveItFree) {
   comm.clear_cuda_stream();
   EXPECT_TRUE(stream.synchronize(kSyncTimeout));
   EXPECT_EQ(comm.async_error(), HM_SUCCESS);
-  std::vector<float> total(count, 0.0F);
-  for (int j = 0; j < n; ++j) {
-    const auto input = input_of(j, count);
-    for (std::size_t i = 0; i < count; ++i) total[i] += input[i];
-  }
+  const std::vector<float> total = sum_of_inputs(n, count);
   const auto got = y.read();
   std::size_t wrong = 0;
   for (std::size_t i = 0; i < count; ++i) wrong += got[i] != total[i] ? 1 : 0;
