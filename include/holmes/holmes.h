@@ -330,9 +330,9 @@ HM_API hm_status_t hm_comm_get_async_error(hm_comm_t comm, hm_status_t* async_er
  * the work enqueued on the stream before it, and work enqueued after it waits for it. A host
  * proxy thread runs the network part; the GPU, not a CPU core, waits. A failure after the call
  * returned shows in hm_comm_get_async_error (the stream goes on; the results are undefined).
- * Calls on host buffers keep their semantics. A nonblocking collective (hm_iallreduce, ...) on
- * device buffers starts after the work enqueued on the stream before it and does not hold the
- * stream: its request completes when it is done (hm_isend and hm_irecv keep their semantics).
+ * Calls on host buffers keep their semantics. A nonblocking call (hm_iallreduce, ..., hm_isend,
+ * hm_irecv) on device buffers moves its data once the stream has reached it (after the work
+ * enqueued before it) and does not hold the stream: its request completes when it is done.
  * One stream per communicator (rather than a stream argument on every call) keeps the calls'
  * signatures those of the host path, in C and in every binding; set it again to switch streams.
  * The calling thread's current device must be the stream's. No usable CUDA device:

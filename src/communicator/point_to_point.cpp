@@ -1,7 +1,7 @@
 // Point to point: messages between two ranks, matched in order per (peer, tag); device buffers
-// travel through a pinned staging slot. A blocking send or receive on device buffers while a
-// CUDA stream is set goes on the stream (stream_order.cpp): its place among the peer's messages
-// is taken when it is called, its data moves once the stream reaches it.
+// travel through a pinned staging slot. A send or receive on device buffers while a CUDA stream
+// is set takes its place among the peer's messages when it is called and moves its data once the
+// stream reaches it; a blocking one also holds the stream until it is done (stream_order.cpp).
 #include "collectives/staging.hpp"
 #include "communicator/communicator_impl.hpp"
 #include "communicator/runtime.hpp"
@@ -71,6 +71,38 @@ std::shared_ptr<RequestImpl> CommunicatorImpl::point_to_point(P2pDirection direc
         });
     return nullptr;
   }
+  // A nonblocking send or receive on device buffers while a stream is set moves its data once
+  // the stream has reached the call, as the nonblocking collectives start (dispatch.cpp), and
+  // holds no gate: the send copies the buffer out on the op queue's worker, after the work that
+  // writes it; the receive copies in, in wait(), after the work before it that still uses the
+  // buffer.
+  std::shared_ptr<DeviceMemory::StreamPoint> start;
+  if (device != nullptr && mode == CallMode::kNonblocking && cuda_stream_.has_value()) {
+    start = device->mark(*cuda_stream_);
+  }
+  if (start != nullptr && is_send) {
+    const auto tag = p2p_tag(user_tag, next_p2p(sent_to_, tagged_sent_to_, peer, user_tag));
+    request->what = fmt::format("send to rank {}", peer);
+    auto sent = std::make_shared<Completion>();
+    request->request = sent;
+    queue_.submit(
+        [this, device, buffer, bytes, peer, tag, signature, start, sent, what = request->what] {
+          try {
+            wait_for_stream(*start, what.c_str());
+            auto slot = staging(*device).acquire(bytes, Deadline::after(timeout_));
+            device->to_host(slot.get(), buffer, bytes);
+            transport_->isend(peer, tag, signature, {slot.get(), bytes})
+                ->on_complete([sent, slot](const Completion& done) {
+                  sent->complete(done.status(), done.message());
+                });
+          } catch (const Error& e) {
+            sent->complete(e.status(), e.what());
+          } catch (const std::exception& e) {
+            sent->complete(HM_ERR_INTERNAL, e.what());
+          }
+        });
+    return request;
+  }
   // Device buffers travel through a pinned slot: copied out before the send, in after the
   // receive (in wait()).
   std::shared_ptr<std::byte> slot;
@@ -100,7 +132,8 @@ std::shared_ptr<RequestImpl> CommunicatorImpl::point_to_point(P2pDirection direc
       request->request = transport_->irecv(peer, tag, signature, into);
     }
     if (slot) {
-      request->finish = [device, target, slot, bytes]() mutable {
+      request->finish = [this, device, target, slot, bytes, start, what = request->what]() mutable {
+        if (start != nullptr) wait_for_stream(*start, what.c_str());
         device->from_host(target, slot.get(), bytes);
         slot.reset();
       };

@@ -308,6 +308,47 @@ TEST(StreamOrderKinds, NonblockingCallsStartAfterTheStreamAndLeaveItFree) {
   EXPECT_EQ(wrong, 0u) << "elements unlike the sum of the inputs the stream wrote";
 }
 
+// Nonblocking sends and receives on device buffers while a stream is set move their data once
+// the stream has reached the call, and hold no gate. The sender's input and the receiver's
+// sentinel are written by a held task that, once released, waits 100 ms before it writes: a send
+// that copied its buffer out at the call, or a receive that copied in before that work, would be
+// caught. Ranks pair up (0-1, 2-3, ...); with an odd count the last rank sits out.
+TEST(StreamOrderKinds, NonblockingSendAndReceiveWaitForTheStream) {
+  REQUIRE_FAKE_DEVICE();
+  auto& comm = world();
+  const int r = comm.rank();
+  const int partner = r ^ 1;
+  if (partner >= comm.size()) GTEST_SKIP() << "rank " << r << " has no partner";
+  const std::size_t count = 70001;
+  const bool sender = r % 2 == 0;
+  FakeStream stream;
+  DeviceFloats x(*device, count);
+  std::promise<void> release;
+  stream.enqueue([&, released = release.get_future().share()] {
+    released.wait_for(kSyncTimeout);
+    std::this_thread::sleep_for(100ms);
+    x.write(sender ? input_of(r, count) : std::vector<float>(count, -1.0F));
+  });
+  comm.set_cuda_stream(&stream);
+  Request request = sender ? comm.isend(x.get(), count, HM_FLOAT32, partner)
+                           : comm.irecv(x.get(), count, HM_FLOAT32, partner);
+  std::atomic<bool> later_ran{false};
+  stream.enqueue([&] { later_ran = true; });
+  release.set_value();
+  request.wait();
+  EXPECT_TRUE(stream.synchronize(kSyncTimeout));
+  EXPECT_TRUE(later_ran.load());
+  comm.clear_cuda_stream();
+  EXPECT_EQ(comm.async_error(), HM_SUCCESS);
+  if (!sender) {
+    const auto expected = input_of(partner, count);
+    const auto got = x.read();
+    std::size_t wrong = 0;
+    for (std::size_t i = 0; i < count; ++i) wrong += got[i] != expected[i] ? 1 : 0;
+    EXPECT_EQ(wrong, 0u) << "elements unlike the partner's input";
+  }
+}
+
 // Host buffers keep blocking semantics while a stream is set, and run after the calls queued on
 // the stream (every rank issues them in the same order).
 TEST(StreamOrderKinds, HostBuffersStillBlock) {
