@@ -35,6 +35,15 @@ FakeDeviceMemory* fake_device() {
                     "bench/gpu-check.sh checks real streams";                                \
   }
 
+// This rank's partner in the pairs 0-1, 2-3, ... of world(); with an odd count the last rank
+// sits the test out.
+#define REQUIRE_PARTNER(rank)                               \
+  const int partner = (rank) ^ 1;                           \
+  if (partner >= world().size()) {                          \
+    GTEST_SKIP() << "rank " << (rank) << " has no partner"; \
+  }                                                         \
+  const bool sender = (rank) % 2 == 0
+
 // Device floats, read and written by tasks on the stream (the trainer's kernels).
 struct DeviceFloats {
   DeviceFloats(FakeDeviceMemory& device, std::size_t count)
@@ -57,6 +66,14 @@ std::vector<float> input_of(int rank, std::size_t count) {
   std::vector<float> v(count);
   for (std::size_t i = 0; i < count; ++i) v[i] = static_cast<float>((rank + 1) * (i % 101 + 1));
   return v;
+}
+
+// Elements of `got` unlike `expected` (all of them where the sizes differ).
+std::size_t unlike(const std::vector<float>& got, const std::vector<float>& expected) {
+  if (got.size() != expected.size()) return expected.size();
+  std::size_t wrong = 0;
+  for (std::size_t i = 0; i < got.size(); ++i) wrong += got[i] != expected[i] ? 1 : 0;
+  return wrong;
 }
 
 // Every rank's input_of, summed element by element.
@@ -213,15 +230,13 @@ TEST(StreamOrderKinds, SendAndReceiveRunInStreamOrder) {
   REQUIRE_FAKE_DEVICE();
   auto& comm = world();
   const int r = comm.rank();
-  const int partner = r ^ 1;
-  if (partner >= comm.size()) GTEST_SKIP() << "rank " << r << " has no partner";
+  REQUIRE_PARTNER(r);
   const std::size_t count = 70001;
   FakeStream stream;
   DeviceFloats x(*device, count);
   std::promise<void> release;
   std::shared_future<void> released = release.get_future().share();
   std::atomic<bool> first_ran{false};
-  const bool sender = r % 2 == 0;
   stream.enqueue([&, released] {
     released.wait_for(kSyncTimeout);
     if (sender) {
@@ -253,10 +268,7 @@ TEST(StreamOrderKinds, SendAndReceiveRunInStreamOrder) {
   EXPECT_TRUE(stream.synchronize(kSyncTimeout));
   EXPECT_EQ(comm.async_error(), HM_SUCCESS);
   if (!sender) {
-    const auto expected = input_of(partner, count);
-    std::size_t wrong = got.size() == count ? 0 : count;
-    for (std::size_t i = 0; i < got.size(); ++i) wrong += got[i] != expected[i] ? 1 : 0;
-    EXPECT_EQ(wrong, 0u) << "elements unlike the partner's input";
+    EXPECT_EQ(unlike(got, input_of(partner, count)), 0u) << "elements unlike the partner's input";
   }
 }
 
@@ -301,11 +313,8 @@ TEST(StreamOrderKinds, NonblockingCallsStartAfterTheStreamAndLeaveItFree) {
   comm.clear_cuda_stream();
   EXPECT_TRUE(stream.synchronize(kSyncTimeout));
   EXPECT_EQ(comm.async_error(), HM_SUCCESS);
-  const std::vector<float> total = sum_of_inputs(n, count);
-  const auto got = y.read();
-  std::size_t wrong = 0;
-  for (std::size_t i = 0; i < count; ++i) wrong += got[i] != total[i] ? 1 : 0;
-  EXPECT_EQ(wrong, 0u) << "elements unlike the sum of the inputs the stream wrote";
+  EXPECT_EQ(unlike(y.read(), sum_of_inputs(n, count)), 0u)
+      << "elements unlike the sum of the inputs the stream wrote";
 }
 
 // Nonblocking sends and receives on device buffers while a stream is set move their data once
@@ -317,10 +326,8 @@ TEST(StreamOrderKinds, NonblockingSendAndReceiveWaitForTheStream) {
   REQUIRE_FAKE_DEVICE();
   auto& comm = world();
   const int r = comm.rank();
-  const int partner = r ^ 1;
-  if (partner >= comm.size()) GTEST_SKIP() << "rank " << r << " has no partner";
+  REQUIRE_PARTNER(r);
   const std::size_t count = 70001;
-  const bool sender = r % 2 == 0;
   FakeStream stream;
   DeviceFloats x(*device, count);
   std::promise<void> release;
@@ -341,11 +348,8 @@ TEST(StreamOrderKinds, NonblockingSendAndReceiveWaitForTheStream) {
   comm.clear_cuda_stream();
   EXPECT_EQ(comm.async_error(), HM_SUCCESS);
   if (!sender) {
-    const auto expected = input_of(partner, count);
-    const auto got = x.read();
-    std::size_t wrong = 0;
-    for (std::size_t i = 0; i < count; ++i) wrong += got[i] != expected[i] ? 1 : 0;
-    EXPECT_EQ(wrong, 0u) << "elements unlike the partner's input";
+    EXPECT_EQ(unlike(x.read(), input_of(partner, count)), 0u)
+        << "elements unlike the partner's input";
   }
 }
 
