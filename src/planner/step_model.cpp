@@ -12,14 +12,13 @@ namespace {
 
 // The runtime's cost model with a GPU's numbers: reductions run at device-memory speed and
 // pipelines use large chunks (as NCCL's do), so the links, not the reduction, set the pace.
+// Gradients and activations are device buffers: inside the islands they run on NCCL or Holmes's
+// ring, not on the two-level engine, which carries host buffers (CostModel::for_device_buffers).
 CostModel gpu_cost_model() {
-  CostModel m;
+  CostModel m = CostModel{}.for_device_buffers();
   m.reduce_gbytes_per_s = 1000;
   m.chunk_overhead_us = 1;
   m.chunk_bytes = 4 << 20;
-  // Gradients and activations are device buffers: inside the islands they run on NCCL or
-  // Holmes's ring, not on the two-level engine, which carries host buffers.
-  m.two_level_islands = false;
   return m;
 }
 
