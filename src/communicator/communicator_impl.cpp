@@ -164,7 +164,7 @@ void CommunicatorImpl::set_algorithm(CollectiveKind kind, Algorithm algorithm) {
 }
 
 Prediction CommunicatorImpl::query_algorithm(CollectiveKind kind, std::size_t count,
-                                             hm_dtype_t dtype, bool device_buffers) const {
+                                             hm_dtype_t dtype, const CostModel* model) const {
   require(dtype_valid(dtype), "unknown dtype {} (valid: 0..{})", static_cast<int>(dtype),
           HM_DTYPE_COUNT - 1);
   double bytes = static_cast<double>(count) * static_cast<double>(dtype_size(dtype));
@@ -177,8 +177,7 @@ Prediction CommunicatorImpl::query_algorithm(CollectiveKind kind, std::size_t co
     std::lock_guard lock(algorithm_mutex_);
     forced = forced_.get(kind);
   }
-  return choose(hierarchy_, device_buffers ? cost_model_.for_device_buffers() : cost_model_, kind,
-                bytes, forced);
+  return choose(hierarchy_, model != nullptr ? *model : cost_model_, kind, bytes, forced);
 }
 
 CommunicatorImpl::~CommunicatorImpl() { close(); }

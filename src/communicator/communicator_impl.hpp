@@ -177,10 +177,10 @@ class CommunicatorImpl : public std::enable_shared_from_this<CommunicatorImpl> {
   // HM_ERR_INVALID_ARGUMENT when the collective does not have it.
   void set_algorithm(CollectiveKind kind, Algorithm algorithm);
   // What a call would run with and the predicted time (bytes: the whole buffer).
-  // The algorithm a call would run and its predicted time; `device_buffers`: for buffers on a
-  // device (CostModel::for_device_buffers).
+  // The algorithm a call would run and its predicted time, by `model` (the communicator's when
+  // nullptr; a call on device buffers passes CostModel::for_device_buffers).
   Prediction query_algorithm(CollectiveKind kind, std::size_t count, hm_dtype_t dtype,
-                             bool device_buffers = false) const;
+                             const CostModel* model = nullptr) const;
   // The cost model's numbers for the link to `peer` (nominal, HOLMES_COST_*, or measured).
   LinkCost link_cost(int peer) const;
   // Every setting in effect and its source; the tiers the topology file gives numbers for, and

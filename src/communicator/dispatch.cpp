@@ -1,5 +1,7 @@
 // Collectives from the call to the algorithm: validation, the queue of nonblocking calls, the
 // choice of algorithm and whether the caller's thread drives the transport, and waiting.
+#include <optional>
+
 #include "collectives/algorithms.hpp"
 #include "collectives/staging.hpp"
 #include "communicator/communicator_impl.hpp"
@@ -85,13 +87,16 @@ void CommunicatorImpl::execute(const CollectiveCall& call, std::uint64_t sequenc
   // So does the link probe: it is what gives the model its numbers.
   const bool internal =
       call.kind == CollectiveKind::kSplit || call.kind == CollectiveKind::kLinkProbe;
+  // Device buffers are priced with a model of their own: the choice and the algorithms' inner
+  // choices (the lanes', the rooted phases') both read it. Host buffers read the communicator's.
+  std::optional<CostModel> device_model;
+  if (device != nullptr) device_model = cost_model_.for_device_buffers();
+  const CostModel& model = device_model ? *device_model : cost_model_;
   const Algorithm algorithm =
       internal ? Algorithm::kRing
       : takes_group_engine(call, device)
           ? Algorithm::kHierarchical
-          : query_algorithm(call.kind, call.count, call.dtype, device != nullptr).algorithm;
-  // The algorithms' inner choices (the lanes', the rooted phases') from the same model.
-  const CostModel model = device != nullptr ? cost_model_.for_device_buffers() : cost_model_;
+          : query_algorithm(call.kind, call.count, call.dtype, &model).algorithm;
   // The algorithm is part of the signature: ranks that chose differently (a different
   // HOLMES_ALGO or cost numbers) fail with HM_ERR_MISMATCH where their messages meet.
   const auto signature =

@@ -57,20 +57,6 @@ std::shared_ptr<RequestImpl> CommunicatorImpl::point_to_point(P2pDirection direc
     device = bytes > 0 && device->is_device(buffer) ? &device->bound_to(buffer) : nullptr;
   }
   const bool on_stream = ordered_on_stream(device, mode);
-  if (on_stream && is_send) {
-    // The proxy copies the buffer out once the stream has written it, then sends.
-    const auto tag = p2p_tag(user_tag, next_p2p(sent_to_, tagged_sent_to_, peer, user_tag));
-    request->what = fmt::format("send to rank {}", peer);
-    enqueue_on_stream(
-        *device, request->what, [this, request, device, buffer, bytes, peer, tag, signature] {
-          auto slot = staging(*device).acquire(bytes, Deadline::after(timeout_));
-          device->to_host(slot.get(), buffer, bytes);
-          request->request = transport_->isend(peer, tag, signature, {slot.get(), bytes});
-          request->request->on_complete([slot](const Completion&) {});
-          wait(*request);
-        });
-    return nullptr;
-  }
   // A nonblocking send or receive on device buffers while a stream is set moves its data once
   // the stream has reached the call, as the nonblocking collectives start (dispatch.cpp), and
   // holds no gate: the send copies the buffer out on the op queue's worker, after the work that
@@ -80,27 +66,38 @@ std::shared_ptr<RequestImpl> CommunicatorImpl::point_to_point(P2pDirection direc
   if (device != nullptr && mode == CallMode::kNonblocking && cuda_stream_.has_value()) {
     start = device->mark(*cuda_stream_);
   }
-  if (start != nullptr && is_send) {
+  if (is_send && (on_stream || start != nullptr)) {
     const auto tag = p2p_tag(user_tag, next_p2p(sent_to_, tagged_sent_to_, peer, user_tag));
     request->what = fmt::format("send to rank {}", peer);
+    // Run by the proxy once the stream has written the buffer: copied out into a slot, which
+    // lives until the send is over, and sent.
+    auto send_staged = [this, device, buffer, bytes, peer, tag, signature] {
+      auto slot = staging(*device).acquire(bytes, Deadline::after(timeout_));
+      device->to_host(slot.get(), buffer, bytes);
+      auto sent = transport_->isend(peer, tag, signature, {slot.get(), bytes});
+      sent->on_complete([slot](const Completion&) {});
+      return sent;
+    };
+    if (on_stream) {
+      enqueue_on_stream(*device, request->what, [this, request, send_staged] {
+        request->request = send_staged();
+        wait(*request);
+      });
+      return nullptr;
+    }
     auto sent = std::make_shared<Completion>();
     request->request = sent;
-    queue_.submit(
-        [this, device, buffer, bytes, peer, tag, signature, start, sent, what = request->what] {
-          try {
-            wait_for_stream(*start, what.c_str());
-            auto slot = staging(*device).acquire(bytes, Deadline::after(timeout_));
-            device->to_host(slot.get(), buffer, bytes);
-            transport_->isend(peer, tag, signature, {slot.get(), bytes})
-                ->on_complete([sent, slot](const Completion& done) {
-                  sent->complete(done.status(), done.message());
-                });
-          } catch (const Error& e) {
-            sent->complete(e.status(), e.what());
-          } catch (const std::exception& e) {
-            sent->complete(HM_ERR_INTERNAL, e.what());
-          }
-        });
+    queue_.submit([this, start, sent, send_staged, what = request->what] {
+      try {
+        wait_for_stream(*start, what.c_str());
+        send_staged()->on_complete(
+            [sent](const Completion& done) { sent->complete(done.status(), done.message()); });
+      } catch (const Error& e) {
+        sent->complete(e.status(), e.what());
+      } catch (const std::exception& e) {
+        sent->complete(HM_ERR_INTERNAL, e.what());
+      }
+    });
     return request;
   }
   // Device buffers travel through a pinned slot: copied out before the send, in after the
