@@ -410,6 +410,14 @@ HM_API hm_status_t hm_wait(hm_request_t* request);
 /* Sets *done to 1 and releases the request (setting *request to NULL) if it has completed,
  * returning its status; otherwise sets *done to 0 and returns HM_SUCCESS. Never blocks. */
 HM_API hm_status_t hm_test(hm_request_t* request, int* done);
+/* The GPU rather than the host waits, as torch's Work.wait() does for NCCL: work enqueued on the
+ * communicator's CUDA stream (hm_comm_set_cuda_stream) after this call waits until the request's
+ * operation is over, a device receive's data in its buffer and hm_irecv_any's *source set. Returns
+ * at once, releases the request and sets *request to NULL. A failure of the operation shows in
+ * hm_comm_get_async_error (the stream goes on; the results are undefined). Any request of the
+ * communicator, on device or host buffers. No stream set: HM_ERR_INVALID_ARGUMENT, and the request
+ * stays the caller's. */
+HM_API hm_status_t hm_wait_on_stream(hm_request_t* request);
 /* Releases a request without waiting; the operation still runs to its end. */
 HM_API hm_status_t hm_request_free(hm_request_t request);
 

@@ -142,6 +142,10 @@ class HM_API Request {
   void wait();
   // True once complete (throws holmes::Error when it failed); never blocks.
   bool test();
+  // hm_wait_on_stream: the work enqueued on the communicator's CUDA stream after this waits until
+  // the operation is over; returns at once and leaves the Request empty (the stream waits for
+  // it). `source`, when given, is set to a receive's sender before the stream goes on.
+  void wait_on_stream(int* source = nullptr);
   bool valid() const { return impl_ != nullptr; }
   // A receive's sender: the rank it named, or for HM_ANY_SOURCE the rank whose message it took
   // (known once wait() returned or test() said true; -1 before). -1 for other requests.

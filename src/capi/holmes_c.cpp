@@ -459,6 +459,18 @@ hm_status_t hm_wait(hm_request_t* request) {
   return status;
 }
 
+hm_status_t hm_wait_on_stream(hm_request_t* request) {
+  const hm_status_t status = guarded("hm_wait_on_stream", [&] {
+    holmes::require(request != nullptr && *request != nullptr, "request is NULL");
+    (*request)->request.wait_on_stream((*request)->source);
+  });
+  if (status == HM_SUCCESS) {
+    delete *request;
+    *request = nullptr;
+  }
+  return status;
+}
+
 hm_status_t hm_test(hm_request_t* request, int* done) {
   bool finished = false;
   const hm_status_t status = guarded("hm_test", [&] {

@@ -24,6 +24,13 @@ bool Request::test() {
   return impl_->comm->test(*impl_);
 }
 
+void Request::wait_on_stream(int* source) {
+  if (!impl_) fail(HM_ERR_INVALID_ARGUMENT, "wait_on_stream on an empty Request");
+  auto impl = impl_;
+  impl->comm->wait_on_stream(impl, source);
+  impl_.reset();  // only once the wait is enqueued: a refused one leaves the request the caller's
+}
+
 int Request::source() const { return impl_ && impl_->receive && !impl_->any ? impl_->peer : -1; }
 
 Communicator::Communicator(std::shared_ptr<CommunicatorImpl> impl) : impl_(std::move(impl)) {}

@@ -294,6 +294,7 @@ void CommunicatorImpl::close() noexcept {
                          ShutdownWait::kUntilReleased);
   }
   queue_.stop();
+  stream_waiter_.stop();
 }
 
 hm_status_t CommunicatorImpl::async_error() const {

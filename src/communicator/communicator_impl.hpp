@@ -152,6 +152,11 @@ class CommunicatorImpl : public std::enable_shared_from_this<CommunicatorImpl> {
   // Throw holmes::Error when the operation failed or the wait timed out.
   void wait(RequestImpl& request);
   bool test(RequestImpl& request);
+  // hm_wait_on_stream: the work enqueued on the caller's stream from now on waits until
+  // `request` is over; returns at once. The stream waiter waits for the request (a receive's
+  // copy-in included), sets `*source` (when given) to a receive's sender, records a failure as
+  // the communicator's async error, and opens the request gate, also after a failure.
+  void wait_on_stream(std::shared_ptr<RequestImpl> request, int* source);
   // An any-source receive: once its ticket has a message (waiting up to the timeout when
   // `block`), posts the receive of it and returns true; false when not blocking and it has none
   // yet. Throws holmes::Error when the ticket failed or the wait timed out (any_source.cpp).
@@ -312,6 +317,13 @@ class CommunicatorImpl : public std::enable_shared_from_this<CommunicatorImpl> {
   std::unique_ptr<DeviceMemory::StreamGate> stream_gate_;
   std::uint32_t stream_tickets_ = 0;
   OpQueue queue_;
+  // hm_wait_on_stream: a gate of its own, opened by a worker of its own (the stream waiter), in
+  // the order of the waits. Not the op queue's: a request may need a peer's collective that the
+  // peer issued after its matching call, and a waiter on the op queue would hold this rank's
+  // copy of that collective behind the request.
+  std::unique_ptr<DeviceMemory::StreamGate> request_gate_;
+  std::uint32_t request_tickets_ = 0;
+  OpQueue stream_waiter_;
 };
 
 }  // namespace holmes::detail

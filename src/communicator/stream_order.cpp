@@ -80,4 +80,32 @@ void CommunicatorImpl::enqueue_on_stream(DeviceMemory& device, std::string what,
   });
 }
 
+void CommunicatorImpl::wait_on_stream(std::shared_ptr<RequestImpl> request, int* source) {
+  require(request != nullptr, "hm_wait_on_stream: the request is empty");
+  require(request->comm.get() == this, "hm_wait_on_stream: the request is another communicator's");
+  if (!cuda_stream_.has_value()) {
+    fail(HM_ERR_INVALID_ARGUMENT,
+         "hm_wait_on_stream on rank {}: the communicator has no CUDA stream "
+         "(hm_comm_set_cuda_stream)",
+         rank_);
+  }
+  if (!request_gate_) request_gate_ = Runtime::get().device_memory()->make_gate();
+  const std::uint32_t ticket = ++request_tickets_;
+  request_gate_->hold(*cuda_stream_, ticket);
+  stream_waiter_.submit([this, request = std::move(request), source, ticket] {
+    try {
+      wait(*request);
+      if (source != nullptr) *source = request->receive ? request->peer : -1;
+    } catch (const Error& e) {
+      // wait() recorded the failures of the operation itself; this records the rest (a
+      // collective's error, which its request carries).
+      poison(e.status(), e.what());
+    } catch (const std::exception& e) {
+      poison(HM_ERR_INTERNAL, e.what());
+    }
+    // Also after a failure, as for the calls on the stream: the GPU goes on.
+    request_gate_->open(ticket);
+  });
+}
+
 }  // namespace holmes::detail

@@ -82,6 +82,15 @@ TEST(InvalidArgumentTest, RefusedWithAMessageAndNothingSent) {
   EXPECT_EQ(hm_wait(nullptr), HM_ERR_INVALID_ARGUMENT);
   hm_request_t none = nullptr;
   EXPECT_EQ(hm_wait(&none), HM_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(hm_wait_on_stream(nullptr), HM_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(hm_wait_on_stream(&none), HM_ERR_INVALID_ARGUMENT);
+  // No stream set: refused, and the request is still the caller's to wait for.
+  hm_request_t barrier = nullptr;
+  ASSERT_EQ(hm_ibarrier(c, &barrier), HM_SUCCESS);
+  EXPECT_EQ(hm_wait_on_stream(&barrier), HM_ERR_INVALID_ARGUMENT);
+  EXPECT_TRUE(mentions(hm_last_error_message(), "no CUDA stream")) << hm_last_error_message();
+  ASSERT_NE(barrier, nullptr);
+  EXPECT_EQ(hm_wait(&barrier), HM_SUCCESS);
   EXPECT_EQ(hm_comm_destroy(nullptr), HM_ERR_INVALID_ARGUMENT);
   size_t bytes = 0;
   EXPECT_EQ(hm_dtype_size(HM_DTYPE_COUNT, &bytes), HM_ERR_INVALID_ARGUMENT);

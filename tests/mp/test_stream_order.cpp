@@ -353,6 +353,90 @@ TEST(StreamOrderKinds, NonblockingSendAndReceiveWaitForTheStream) {
   }
 }
 
+// Request::wait_on_stream (hm_wait_on_stream): the stream, not the host, waits for a nonblocking
+// collective. Rank 0 issues its call 200 ms after the others, so their stream's read of the
+// result, enqueued right after the wait, would see the sentinel had the stream not waited.
+TEST(StreamOrderKinds, TheStreamWaitsForANonblockingCollective) {
+  REQUIRE_FAKE_DEVICE();
+  auto& comm = world();
+  const int n = comm.size();
+  const int r = comm.rank();
+  const std::size_t count = 30011;
+  FakeStream stream;
+  DeviceFloats x(*device, count);
+  DeviceFloats y(*device, count);
+  x.write(input_of(r, count));
+  y.write(std::vector<float>(count, -1.0F));
+  comm.set_cuda_stream(&stream);
+  if (r == 0) std::this_thread::sleep_for(200ms);
+  Request request = comm.iallreduce(x.get(), y.get(), count, HM_FLOAT32, HM_SUM);
+  request.wait_on_stream();
+  EXPECT_FALSE(request.valid()) << "the stream owns the wait";
+  std::vector<float> got;
+  stream.enqueue([&] { got = y.read(); });
+  comm.clear_cuda_stream();
+  EXPECT_TRUE(stream.synchronize(kSyncTimeout));
+  EXPECT_EQ(comm.async_error(), HM_SUCCESS);
+  EXPECT_EQ(unlike(got, sum_of_inputs(n, count)), 0u)
+      << "the stream read the result before the collective was over";
+}
+
+// The same for receives: the receiver's stream reads the buffer right after the wait, and the
+// sender sends 200 ms later; the data must be there when the stream reads, and an any-source
+// receive's sender named.
+TEST(StreamOrderKinds, TheStreamWaitsForAReceive) {
+  REQUIRE_FAKE_DEVICE();
+  auto& comm = world();
+  const int r = comm.rank();
+  REQUIRE_PARTNER(r);
+  const std::size_t count = 70001;
+  if (sender) {
+    std::this_thread::sleep_for(200ms);
+    const auto first = input_of(r, count);
+    const auto second = input_of(r + 7, count);
+    comm.send(first.data(), count, HM_FLOAT32, partner);
+    comm.send(second.data(), count, HM_FLOAT32, partner);
+    return;
+  }
+  FakeStream stream;
+  DeviceFloats x(*device, count);
+  DeviceFloats y(*device, count);
+  x.write(std::vector<float>(count, -1.0F));
+  y.write(std::vector<float>(count, -1.0F));
+  comm.set_cuda_stream(&stream);
+  comm.irecv(x.get(), count, HM_FLOAT32, partner).wait_on_stream();
+  std::vector<float> first;
+  stream.enqueue([&] { first = x.read(); });
+  int source = -5;
+  comm.irecv(y.get(), count, HM_FLOAT32, HM_ANY_SOURCE).wait_on_stream(&source);
+  std::vector<float> second;
+  int source_seen = -5;
+  stream.enqueue([&] {
+    second = y.read();
+    source_seen = source;
+  });
+  comm.clear_cuda_stream();
+  EXPECT_TRUE(stream.synchronize(kSyncTimeout));
+  EXPECT_EQ(comm.async_error(), HM_SUCCESS);
+  EXPECT_EQ(unlike(first, input_of(partner, count)), 0u) << "read before the receive was over";
+  EXPECT_EQ(unlike(second, input_of(partner + 7, count)), 0u) << "read before the receive";
+  EXPECT_EQ(source_seen, partner);
+}
+
+// Without a stream the wait is refused and the request stays the caller's.
+TEST(StreamOrderKinds, WaitOnStreamNeedsAStream) {
+  auto& comm = world();
+  Request request = comm.ibarrier();
+  try {
+    request.wait_on_stream();
+    ADD_FAILURE() << "waited on a stream the communicator does not have";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.status(), HM_ERR_INVALID_ARGUMENT);
+  }
+  ASSERT_TRUE(request.valid());
+  request.wait();
+}
+
 // Host buffers keep blocking semantics while a stream is set, and run after the calls queued on
 // the stream (every rank issues them in the same order).
 TEST(StreamOrderKinds, HostBuffersStillBlock) {
