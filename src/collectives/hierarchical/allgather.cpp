@@ -16,9 +16,11 @@ namespace {
 using namespace hier;
 
 // One segment of an allgather over `packed`, which holds the segment's blocks island by island
-// (IslandBlocks), this rank's own already in place.
+// (IslandBlocks), this rank's own in place or, where `own` is given, copied there from `own` in
+// the segment's first turn.
 void allgather_segment(const SegmentViews& view, const IslandBlocks& blocks, const Place& me,
-                       std::byte* packed, hm_dtype_t dtype, const SegmentTurn& turn) {
+                       std::byte* packed, const std::byte* own_piece, hm_dtype_t dtype,
+                       const SegmentTurn& turn) {
   const std::size_t chunk = chunk_elements(view.top, dtype_size(dtype));
   const auto& island = blocks.members(me.island);
   // 1. Inside the island: every member's block to every member.
@@ -29,6 +31,11 @@ void allgather_segment(const SegmentViews& view, const IslandBlocks& blocks, con
   const BlockLayout own_layout(std::move(own), chunk);
   auto inside = view(island, kIslandPhase);
   turn.run(kIslandPhase, [&] {
+    if (own_piece != nullptr) {
+      const std::size_t es = dtype_size(dtype);
+      inside.copy(packed + blocks.slot(me.island, me.position) * es, own_piece,
+                  blocks.count() * es);
+    }
     inside.group_engine(GroupLevel::kIsland).allgather_blocks(inside, packed, own_layout, dtype);
   });
   if (blocks.islands() == 1) return;
@@ -63,17 +70,21 @@ void hierarchical_allgather(CollectiveContext& ctx, const Hierarchy& h, const Co
   const BlockPlan plan(ctx, h, model, count, es);
   std::byte* packed = plan.direct ? out : ctx.phase_buffer(n * count * es);
   const auto* own = static_cast<const std::byte*>(send);
-  if (plan.direct) {
+  // Direct and in segments, each segment copies its piece of this rank's block in its first
+  // turn: a copy of the whole block before the first segment would hold the slow tier back.
+  const bool copy_in_segments = plan.direct && plan.segments > 1;
+  if (plan.direct && !copy_in_segments) {
     ctx.copy(out + static_cast<std::size_t>(ctx.rank()) * count * es, own, count * es);
-  } else {
+  } else if (!plan.direct) {
     for_each_piece(h, plan, [&](int rank, std::size_t at, std::size_t start, std::size_t size) {
       if (rank == ctx.rank()) ctx.copy(packed + at * es, own + start * es, size * es);
     });
   }
   plan.run(ctx, "hierarchical allgather",
-           [&](const SegmentViews& view, const IslandBlocks& blocks, std::size_t at, std::size_t,
-               const SegmentTurn& turn) {
-             allgather_segment(view, blocks, me, packed + at * es, dtype, turn);
+           [&](const SegmentViews& view, const IslandBlocks& blocks, std::size_t at,
+               std::size_t start, const SegmentTurn& turn) {
+             allgather_segment(view, blocks, me, packed + at * es,
+                               copy_in_segments ? own + start * es : nullptr, dtype, turn);
            });
   if (!plan.direct) {
     for_each_piece(h, plan, [&](int rank, std::size_t at, std::size_t start, std::size_t size) {
