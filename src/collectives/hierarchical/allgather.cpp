@@ -3,6 +3,8 @@
 // its blocks) across islands, then each island passes the other islands' parts around inside:
 // the slow tier carries every block once per other island, split over L lanes on their own
 // uplinks, where a flat ring sends n-1 blocks through one uplink.
+#include <optional>
+
 #include "collectives/algorithms.hpp"
 #include "collectives/engine/group_engine.hpp"
 #include "collectives/hierarchical/island_blocks.hpp"
@@ -16,12 +18,14 @@ namespace {
 using namespace hier;
 
 // One segment of an allgather over `packed`, which holds the segment's blocks island by island
-// (IslandBlocks), this rank's own in place or, where `own` is given, copied there from `own` in
-// the segment's first turn.
+// (IslandBlocks): this rank's own piece is copied in from `own_piece` in the segment's first
+// turn, and where `packed` is a packed copy, every block goes out to `spread` at the end.
 void allgather_segment(const SegmentViews& view, const IslandBlocks& blocks, const Place& me,
-                       std::byte* packed, const std::byte* own_piece, hm_dtype_t dtype,
+                       std::byte* packed, const std::byte* own_piece,
+                       const std::optional<RankedPieces<std::byte>>& spread, hm_dtype_t dtype,
                        const SegmentTurn& turn) {
-  const std::size_t chunk = chunk_elements(view.top, dtype_size(dtype));
+  const std::size_t es = dtype_size(dtype);
+  const std::size_t chunk = chunk_elements(view.top, es);
   const auto& island = blocks.members(me.island);
   // 1. Inside the island: every member's block to every member.
   std::vector<BlockLayout::Range> own;
@@ -31,16 +35,11 @@ void allgather_segment(const SegmentViews& view, const IslandBlocks& blocks, con
   const BlockLayout own_layout(std::move(own), chunk);
   auto inside = view(island, kIslandPhase);
   turn.run(kIslandPhase, [&] {
-    if (own_piece != nullptr) {
-      const std::size_t es = dtype_size(dtype);
-      inside.copy(packed + blocks.slot(me.island, me.position) * es, own_piece,
-                  blocks.count() * es);
-    }
+    inside.copy(packed + blocks.slot(me.island, me.position) * es, own_piece, blocks.count() * es);
     inside.group_engine(GroupLevel::kIsland).allgather_blocks(inside, packed, own_layout, dtype);
   });
-  if (blocks.islands() == 1) return;
   // 2. Across islands, lane by lane: member p of each island brings its island's part p.
-  if (me.position < blocks.lanes()) {
+  if (blocks.islands() > 1 && me.position < blocks.lanes()) {
     const BlockLayout layout = blocks.across(me.position, chunk);
     auto across = view(blocks.lane(me.position), kLanePhase);
     turn.run(kLanePhase, [&] { ring_allgather_blocks(across, packed, layout, dtype); });
@@ -56,6 +55,7 @@ void allgather_segment(const SegmentViews& view, const IslandBlocks& blocks, con
       parts.group_engine(GroupLevel::kIsland).allgather_blocks(parts, packed, layout, dtype);
     });
   }
+  if (spread) spread_pieces(inside, blocks, packed, *spread, es);
 }
 
 }  // namespace
@@ -70,28 +70,14 @@ void hierarchical_allgather(CollectiveContext& ctx, const Hierarchy& h, const Co
   const BlockPlan plan(ctx, h, model, count, es);
   std::byte* packed = plan.direct ? out : ctx.phase_buffer(n * count * es);
   const auto* own = static_cast<const std::byte*>(send);
-  // Direct and in segments, each segment copies its piece of this rank's block in its first
-  // turn: a copy of the whole block before the first segment would hold the slow tier back.
-  const bool copy_in_segments = plan.direct && plan.segments > 1;
-  if (plan.direct && !copy_in_segments) {
-    ctx.copy(out + static_cast<std::size_t>(ctx.rank()) * count * es, own, count * es);
-  } else if (!plan.direct) {
-    for_each_piece(h, plan, [&](int rank, std::size_t at, std::size_t start, std::size_t size) {
-      if (rank == ctx.rank()) ctx.copy(packed + at * es, own + start * es, size * es);
-    });
-  }
   plan.run(ctx, "hierarchical allgather",
            [&](const SegmentViews& view, const IslandBlocks& blocks, std::size_t at,
                std::size_t start, const SegmentTurn& turn) {
-             allgather_segment(view, blocks, me, packed + at * es,
-                               copy_in_segments ? own + start * es : nullptr, dtype, turn);
+             std::optional<RankedPieces<std::byte>> spread;
+             if (!plan.direct) spread = RankedPieces<std::byte>{out + start * es, count};
+             allgather_segment(view, blocks, me, packed + at * es, own + start * es, spread, dtype,
+                               turn);
            });
-  if (!plan.direct) {
-    for_each_piece(h, plan, [&](int rank, std::size_t at, std::size_t start, std::size_t size) {
-      ctx.copy(out + (static_cast<std::size_t>(rank) * count + start) * es, packed + at * es,
-               size * es);
-    });
-  }
 }
 
 }  // namespace holmes

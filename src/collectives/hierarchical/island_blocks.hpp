@@ -194,24 +194,46 @@ struct BlockPlan {
   bool direct = false;
 };
 
-// Calls fn(rank, packed, start, size) for every rank's piece of every segment: `size` elements
-// at offset `packed` in the packed copy (segment after segment, each island by island), and at
-// rank x count + `start` in the caller's rank-ordered buffer.
+// Where one segment's pieces lie in the caller's rank-ordered buffer when the plan works in a
+// packed copy: rank r's piece at `first` + r x `stride` elements (`first`: the caller's buffer
+// at the segment's offset in a block; `stride`: a block's elements). `Byte` is const std::byte
+// where the buffer is only read.
+template <typename Byte>
+struct RankedPieces {
+  Byte* first = nullptr;
+  std::size_t stride = 0;
+  Byte* of(int rank, std::size_t es) const {
+    return first + static_cast<std::size_t>(rank) * stride * es;
+  }
+};
+
+// Calls fn(rank, slot) for every rank of the segment whose pieces `blocks` places in the packed
+// copy: slot, the offset (elements) of its piece there.
 template <typename Fn>
-void for_each_piece(const Hierarchy& h, const BlockPlan& plan, Fn&& fn) {
-  const auto n = static_cast<std::size_t>(h.size());
-  for (int s = 0; s < plan.segments; ++s) {
-    const std::size_t start = plan.pieces.block_start(s);
-    const std::size_t size = plan.pieces.block_size(s);
-    if (size == 0) continue;
-    const IslandBlocks blocks(h, size);
-    for (int i = 0; i < blocks.islands(); ++i) {
-      const auto& members = blocks.members(i);
-      for (std::size_t q = 0; q < members.size(); ++q) {
-        fn(members[q], n * start + blocks.slot(i, static_cast<int>(q)), start, size);
-      }
+void for_each_slot(const IslandBlocks& blocks, Fn&& fn) {
+  for (int i = 0; i < blocks.islands(); ++i) {
+    const auto& members = blocks.members(i);
+    for (std::size_t q = 0; q < members.size(); ++q) {
+      fn(members[q], blocks.slot(i, static_cast<int>(q)));
     }
   }
+}
+
+// Every rank's piece of one segment copied from the caller's buffer into the packed copy, or
+// back. Each segment copies its own pieces, on its own thread, in its turn: a copy of the whole
+// call before the first segment or after the last would hold the slow tier back.
+inline void pack_pieces(CollectiveContext& ctx, const IslandBlocks& blocks, std::byte* packed,
+                        const RankedPieces<const std::byte>& from, std::size_t es) {
+  for_each_slot(blocks, [&](int rank, std::size_t slot) {
+    ctx.copy(packed + slot * es, from.of(rank, es), blocks.count() * es);
+  });
+}
+inline void spread_pieces(CollectiveContext& ctx, const IslandBlocks& blocks,
+                          const std::byte* packed, const RankedPieces<std::byte>& to,
+                          std::size_t es) {
+  for_each_slot(blocks, [&](int rank, std::size_t slot) {
+    ctx.copy(to.of(rank, es), packed + slot * es, blocks.count() * es);
+  });
 }
 
 }  // namespace holmes::hier

@@ -2,6 +2,8 @@
 // island's blocks reduce-scattered to the lanes (part q to member q), across islands the lanes
 // reduce-scatter their parts, and each lane hands the members of its group their blocks. Each
 // element is reduced in a fixed order (island ring order, then lane order).
+#include <optional>
+
 #include "collectives/algorithms.hpp"
 #include "collectives/engine/group_engine.hpp"
 #include "collectives/hierarchical/island_blocks.hpp"
@@ -14,12 +16,20 @@ namespace {
 
 using namespace hier;
 
+// Where a reduce-scatter's segment packs its input: into `packed`, from the caller's buffer.
+struct SegmentPacking {
+  std::byte* packed = nullptr;
+  RankedPieces<const std::byte> from;
+};
+
 // One segment of a reduce-scatter: `in` holds every rank's input for the segment's blocks
-// island by island; `sums` (the same size) takes the partial sums; this rank's block ends in
-// `result`.
+// island by island (where `packing` is given, its packed copy, filled in the segment's first
+// turn); `sums` (the same size) takes the partial sums; this rank's block ends in `result`.
 void reduce_scatter_segment(const SegmentViews& view, const IslandBlocks& blocks, const Place& me,
-                            int ranks, const std::byte* in, std::byte* sums, std::byte* result,
-                            hm_dtype_t dtype, hm_op_t op, const SegmentTurn& turn) {
+                            int ranks, const std::byte* in,
+                            const std::optional<SegmentPacking>& packing, std::byte* sums,
+                            std::byte* result, hm_dtype_t dtype, hm_op_t op,
+                            const SegmentTurn& turn) {
   const std::size_t es = dtype_size(dtype);
   const std::size_t chunk = chunk_elements(view.top, es);
   const bool across_islands = blocks.islands() > 1;
@@ -35,6 +45,7 @@ void reduce_scatter_segment(const SegmentViews& view, const IslandBlocks& blocks
         sums + (me.position < blocks.lanes() ? blocks.part(target, me.position).offset * es : 0);
     auto inside = view(island, phase);
     turn.run(phase, [&] {
+      if (target == 0 && packing) pack_pieces(inside, blocks, packing->packed, packing->from, es);
       inside.group_engine(GroupLevel::kIsland)
           .reduce_scatter_blocks(inside, in, own, layout, dtype, op, across_islands ? 0 : ranks);
     });
@@ -79,22 +90,22 @@ void hierarchical_reduce_scatter(CollectiveContext& ctx, const Hierarchy& h, con
   if (count == 0) return;
   const Place me = place_of(h, ctx.rank());
   const BlockPlan plan(ctx, h, model, count, es);
-  // The input where it is, or a packed copy; the partial sums in the same layout.
+  // The input where it is, or a packed copy (each segment packs its pieces); the partial sums in
+  // the same layout.
   std::byte* sums = ctx.phase_buffer((plan.direct ? 1 : 2) * total * es);
-  const auto* in = static_cast<const std::byte*>(send);
-  if (!plan.direct) {
-    std::byte* packed = sums + total * es;
-    for_each_piece(h, plan, [&](int rank, std::size_t at, std::size_t start, std::size_t size) {
-      ctx.copy(packed + at * es, in + (static_cast<std::size_t>(rank) * count + start) * es,
-               size * es);
-    });
-    in = packed;
-  }
+  std::byte* packed = plan.direct ? nullptr : sums + total * es;
+  const auto* in = plan.direct ? static_cast<const std::byte*>(send) : packed;
   plan.run(ctx, "hierarchical reduce-scatter",
            [&](const SegmentViews& view, const IslandBlocks& blocks, std::size_t at,
                std::size_t start, const SegmentTurn& turn) {
-             reduce_scatter_segment(view, blocks, me, ctx.size(), in + at * es, sums + at * es,
-                                    static_cast<std::byte*>(recv) + start * es, dtype, op, turn);
+             std::optional<SegmentPacking> packing;
+             if (!plan.direct) {
+               packing = SegmentPacking{packed + at * es,
+                                        {static_cast<const std::byte*>(send) + start * es, count}};
+             }
+             reduce_scatter_segment(view, blocks, me, ctx.size(), in + at * es, packing,
+                                    sums + at * es, static_cast<std::byte*>(recv) + start * es,
+                                    dtype, op, turn);
            });
 }
 
