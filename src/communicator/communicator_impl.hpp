@@ -235,6 +235,11 @@ class CommunicatorImpl : public std::enable_shared_from_this<CommunicatorImpl> {
   bool ordered_on_stream(const DeviceMemory* device, CallMode mode) const {
     return mode == CallMode::kBlocking && device != nullptr && cuda_stream_.has_value();
   }
+  // Holds `stream` at `gate` (at its next ticket of `tickets`) until `worker` has run `work`; the
+  // worker opens the gate after it, also when it failed (the failure becomes the communicator's
+  // async error). What enqueue_on_stream and wait_on_stream share.
+  void hold_stream_for(void* stream, DeviceMemory::StreamGate& gate, std::uint32_t& tickets,
+                       OpQueue& worker, std::function<void()> work);
   // Sleeps until `point` is reached; throws when the communicator fails or the timeout passes.
   void wait_for_stream(DeviceMemory::StreamPoint& point, const char* what) const;
   // The job's store under this communicator's prefix, for the group engines' agreements.
@@ -317,10 +322,10 @@ class CommunicatorImpl : public std::enable_shared_from_this<CommunicatorImpl> {
   std::unique_ptr<DeviceMemory::StreamGate> stream_gate_;
   std::uint32_t stream_tickets_ = 0;
   OpQueue queue_;
-  // hm_wait_on_stream: a gate of its own, opened by a worker of its own (the stream waiter), in
-  // the order of the waits. Not the op queue's: a request may need a peer's collective that the
-  // peer issued after its matching call, and a waiter on the op queue would hold this rank's
-  // copy of that collective behind the request.
+  // hm_wait_on_stream: a gate of its own (made with stream_gate_), opened by a worker of its own
+  // (the stream waiter), in the order of the waits. Not the op queue's: a request may need a peer's
+  // collective that the peer issued after its matching call, and a waiter on the op queue would
+  // hold this rank's copy of that collective behind the request.
   std::unique_ptr<DeviceMemory::StreamGate> request_gate_;
   std::uint32_t request_tickets_ = 0;
   OpQueue stream_waiter_;

@@ -31,6 +31,7 @@ void CommunicatorImpl::set_cuda_stream(void* stream) {
   }
   check_usable();
   if (!stream_gate_) stream_gate_ = device->make_gate();
+  if (!request_gate_) request_gate_ = device->make_gate();
   cuda_stream_ = stream;
 }
 
@@ -61,23 +62,11 @@ void CommunicatorImpl::enqueue_on_stream(DeviceMemory& device, std::string what,
                                          std::function<void()> work) {
   void* const stream = *cuda_stream_;
   std::shared_ptr<DeviceMemory::StreamPoint> start = device.mark(stream);
-  const std::uint32_t ticket = ++stream_tickets_;
-  stream_gate_->hold(stream, ticket);
-  queue_.submit([this, what = std::move(what), work = std::move(work), start, ticket] {
-    try {
-      wait_for_stream(*start, what.c_str());
-      work();
-    } catch (const Error& e) {
-      // A collective has recorded its own failure; this records the others (a timeout waiting
-      // for the stream, a failed send or receive).
-      poison(e.status(), e.what());
-    } catch (const std::exception& e) {
-      poison(HM_ERR_INTERNAL, e.what());
-    }
-    // Also after a failure: the stream goes on (its results are undefined, as with NCCL) rather
-    // than hanging the GPU; the caller learns of it from hm_comm_get_async_error.
-    stream_gate_->open(ticket);
-  });
+  hold_stream_for(stream, *stream_gate_, stream_tickets_, queue_,
+                  [this, what = std::move(what), work = std::move(work), start] {
+                    wait_for_stream(*start, what.c_str());
+                    work();
+                  });
 }
 
 void CommunicatorImpl::wait_on_stream(std::shared_ptr<RequestImpl> request, int* source) {
@@ -89,22 +78,31 @@ void CommunicatorImpl::wait_on_stream(std::shared_ptr<RequestImpl> request, int*
          "(hm_comm_set_cuda_stream)",
          rank_);
   }
-  if (!request_gate_) request_gate_ = Runtime::get().device_memory()->make_gate();
-  const std::uint32_t ticket = ++request_tickets_;
-  request_gate_->hold(*cuda_stream_, ticket);
-  stream_waiter_.submit([this, request = std::move(request), source, ticket] {
+  hold_stream_for(*cuda_stream_, *request_gate_, request_tickets_, stream_waiter_,
+                  [this, request = std::move(request), source] {
+                    wait(*request);
+                    if (source != nullptr) *source = request->receive ? request->peer : -1;
+                  });
+}
+
+void CommunicatorImpl::hold_stream_for(void* stream, DeviceMemory::StreamGate& gate,
+                                       std::uint32_t& tickets, OpQueue& worker,
+                                       std::function<void()> work) {
+  const std::uint32_t ticket = ++tickets;
+  gate.hold(stream, ticket);
+  worker.submit([this, &gate, work = std::move(work), ticket] {
     try {
-      wait(*request);
-      if (source != nullptr) *source = request->receive ? request->peer : -1;
+      work();
     } catch (const Error& e) {
-      // wait() recorded the failures of the operation itself; this records the rest (a
-      // collective's error, which its request carries).
+      // An operation has recorded its own failure; this records the others (a timeout waiting
+      // for the stream, a failed send or receive, a collective's error its request carries).
       poison(e.status(), e.what());
     } catch (const std::exception& e) {
       poison(HM_ERR_INTERNAL, e.what());
     }
-    // Also after a failure, as for the calls on the stream: the GPU goes on.
-    request_gate_->open(ticket);
+    // Also after a failure: the stream goes on (its results are undefined, as with NCCL) rather
+    // than hanging the GPU; the caller learns of it from hm_comm_get_async_error.
+    gate.open(ticket);
   });
 }
 
